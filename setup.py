@@ -20,6 +20,9 @@ for name, root in ROOTS.items():
 setup(
     packages=packages,
     package_dir=package_dir,
-    package_data={"pocforge": ["**/*.yaml", "**/*.json", "**/*.j2"], "pocforge.kernels": ["**/*.json"]},
+    package_data={
+        "pocforge": ["**/*.yaml", "**/*.json", "**/*.j2"],
+        "pocforge.kernels": ["**/*.json"],
+    },
     include_package_data=True,
 )

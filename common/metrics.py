@@ -13,7 +13,18 @@ from typing import Literal
 Section = Literal["serving", "training", "kernels", "collectives"]
 
 # Statistics of a per-request distribution; "p99.9" is the 99.9th percentile.
-STATISTICS: tuple[str, ...] = ("mean", "median", "std", "min", "max", "p50", "p90", "p95", "p99", "p99.9")
+STATISTICS: tuple[str, ...] = (
+    "mean",
+    "median",
+    "std",
+    "min",
+    "max",
+    "p50",
+    "p90",
+    "p95",
+    "p99",
+    "p99.9",
+)
 
 
 @dataclass(frozen=True)
@@ -28,37 +39,147 @@ class Metric:
 
 
 _SERVING = [
-    Metric("ttft_ms", "serving", "ms", "Time to first token: request sent to first non-empty streamed token.", True, "lower"),
-    Metric("tpot_ms", "serving", "ms", "Time per output token after the first: (E2EL - TTFT) / (output_tokens - 1); requests with one output token are excluded.", True, "lower"),
-    Metric("itl_ms", "serving", "ms", "Inter-token latency: gap between consecutive streamed chunks carrying tokens, over all chunks of all requests.", True, "lower"),
-    Metric("e2el_ms", "serving", "ms", "End-to-end latency: request sent to last byte of the response.", True, "lower"),
+    Metric(
+        "ttft_ms",
+        "serving",
+        "ms",
+        "Time to first token: request sent to first non-empty streamed token.",
+        True,
+        "lower",
+    ),
+    Metric(
+        "tpot_ms",
+        "serving",
+        "ms",
+        "Time per output token after the first: (E2EL - TTFT) / (output_tokens - 1); requests with one output token are excluded.",
+        True,
+        "lower",
+    ),
+    Metric(
+        "itl_ms",
+        "serving",
+        "ms",
+        "Inter-token latency: gap between consecutive streamed chunks carrying tokens, over all chunks of all requests.",
+        True,
+        "lower",
+    ),
+    Metric(
+        "e2el_ms",
+        "serving",
+        "ms",
+        "End-to-end latency: request sent to last byte of the response.",
+        True,
+        "lower",
+    ),
     Metric("request_throughput", "serving", "req/s", "Completed requests / benchmark duration."),
-    Metric("output_throughput", "serving", "tok/s", "Output tokens of completed requests / benchmark duration."),
-    Metric("total_token_throughput", "serving", "tok/s", "(Input + output tokens of completed requests) / benchmark duration."),
-    Metric("goodput", "serving", "req/s", "Completed requests meeting every SLO of the workload / benchmark duration."),
-    Metric("interactivity", "serving", "tok/s/user", "1000 / TPOT (ms): the token rate one user sees.", True, "higher", derived=True),
-    Metric("output_throughput_per_gpu", "serving", "tok/s/GPU", "Output throughput / GPUs serving the workload.", derived=True),
+    Metric(
+        "output_throughput",
+        "serving",
+        "tok/s",
+        "Output tokens of completed requests / benchmark duration.",
+    ),
+    Metric(
+        "total_token_throughput",
+        "serving",
+        "tok/s",
+        "(Input + output tokens of completed requests) / benchmark duration.",
+    ),
+    Metric(
+        "goodput",
+        "serving",
+        "req/s",
+        "Completed requests meeting every SLO of the workload / benchmark duration.",
+    ),
+    Metric(
+        "interactivity",
+        "serving",
+        "tok/s/user",
+        "1000 / TPOT (ms): the token rate one user sees.",
+        True,
+        "higher",
+        derived=True,
+    ),
+    Metric(
+        "output_throughput_per_gpu",
+        "serving",
+        "tok/s/GPU",
+        "Output throughput / GPUs serving the workload.",
+        derived=True,
+    ),
     Metric("error_rate", "serving", "fraction", "Failed requests / requests sent.", better="lower"),
 ]
 _TRAINING = [
-    Metric("tokens_per_s_per_gpu", "training", "tok/s/GPU", "Tokens trained per second (after warm-up steps) / world size."),
-    Metric("tflops_per_gpu", "training", "TFLOP/s", "Model FLOPs per step (6 x params x tokens + attention) / step time / world size."),
-    Metric("mfu", "training", "fraction", "Model FLOPs utilisation: tflops_per_gpu / the GPU's dense peak for the training dtype.", derived=True),
-    Metric("peak_memory_gb", "training", "GB", "Peak device memory allocated on any rank.", better="lower"),
+    Metric(
+        "tokens_per_s_per_gpu",
+        "training",
+        "tok/s/GPU",
+        "Tokens trained per second (after warm-up steps) / world size.",
+    ),
+    Metric(
+        "tflops_per_gpu",
+        "training",
+        "TFLOP/s",
+        "Model FLOPs per step (6 x params x tokens + attention) / step time / world size.",
+    ),
+    Metric(
+        "mfu",
+        "training",
+        "fraction",
+        "Model FLOPs utilisation: tflops_per_gpu / the GPU's dense peak for the training dtype.",
+        derived=True,
+    ),
+    Metric(
+        "peak_memory_gb",
+        "training",
+        "GB",
+        "Peak device memory allocated on any rank.",
+        better="lower",
+    ),
     Metric("final_loss", "training", "nats", "Mean loss over the last steps.", better="lower"),
 ]
 _KERNELS = [
-    Metric("pct_roofline", "kernels", "%", "Achieved rate / the binding roofline (HBM bandwidth or dense matrix peak)."),
-    Metric("speedup_vs_reference", "kernels", "x", "Torch reference time / kit kernel time.", derived=True),
-    Metric("max_rel_error", "kernels", "fraction", "Largest relative error against the float64 reference.", better="lower"),
+    Metric(
+        "pct_roofline",
+        "kernels",
+        "%",
+        "Achieved rate / the binding roofline (HBM bandwidth or dense matrix peak).",
+    ),
+    Metric(
+        "speedup_vs_reference",
+        "kernels",
+        "x",
+        "Torch reference time / kit kernel time.",
+        derived=True,
+    ),
+    Metric(
+        "max_rel_error",
+        "kernels",
+        "fraction",
+        "Largest relative error against the float64 reference.",
+        better="lower",
+    ),
 ]
 _COLLECTIVES = [
-    Metric("busbw_gbs", "collectives", "GB/s", "Bus bandwidth at the largest message size (nccl-tests definition)."),
-    Metric("pct_reference", "collectives", "%", "Bus bandwidth / the platform's reference bus bandwidth."),
-    Metric("wrong", "collectives", "count", "Elements with wrong results (#wrong).", better="lower"),
+    Metric(
+        "busbw_gbs",
+        "collectives",
+        "GB/s",
+        "Bus bandwidth at the largest message size (nccl-tests definition).",
+    ),
+    Metric(
+        "pct_reference",
+        "collectives",
+        "%",
+        "Bus bandwidth / the platform's reference bus bandwidth.",
+    ),
+    Metric(
+        "wrong", "collectives", "count", "Elements with wrong results (#wrong).", better="lower"
+    ),
 ]
 
-METRICS: dict[tuple[str, str], Metric] = {(m.section, m.name): m for m in _SERVING + _TRAINING + _KERNELS + _COLLECTIVES}
+METRICS: dict[tuple[str, str], Metric] = {
+    (m.section, m.name): m for m in _SERVING + _TRAINING + _KERNELS + _COLLECTIVES
+}
 
 
 def metric(section: str, name: str) -> Metric | None:

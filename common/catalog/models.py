@@ -6,6 +6,7 @@ the spec's ``model.facts`` for models whose config is not (overrides win).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -37,15 +38,23 @@ class ModelFacts(BaseModel):
     layers: int | None = Field(None, ge=1, description="Transformer layers.")
     hidden: int | None = Field(None, ge=1, description="Hidden size.")
     heads: int | None = Field(None, ge=1, description="Attention (query) heads.")
-    kv_heads: int | None = Field(None, ge=1, description="Key/value heads (GQA); equals heads for MHA.")
+    kv_heads: int | None = Field(
+        None, ge=1, description="Key/value heads (GQA); equals heads for MHA."
+    )
     intermediate: int | None = Field(None, ge=1, description="Dense MLP intermediate size.")
     vocab: int | None = Field(None, ge=1, description="Vocabulary size.")
-    experts: int | None = Field(None, ge=0, description="Routed experts per MoE layer; 0 or unset for a dense model.")
+    experts: int | None = Field(
+        None, ge=0, description="Routed experts per MoE layer; 0 or unset for a dense model."
+    )
     top_k: int | None = Field(None, ge=1, description="Experts each token is routed to.")
     moe_intermediate: int | None = Field(None, ge=1, description="Intermediate size of one expert.")
-    kv_lora_rank: int | None = Field(None, ge=1, description="MLA latent (compressed KV) rank, e.g. 512.")
+    kv_lora_rank: int | None = Field(
+        None, ge=1, description="MLA latent (compressed KV) rank, e.g. 512."
+    )
     q_lora_rank: int | None = Field(None, ge=1, description="MLA query low-rank size.")
-    qk_rope_head_dim: int | None = Field(None, ge=1, description="MLA rotary part of each head, e.g. 64.")
+    qk_rope_head_dim: int | None = Field(
+        None, ge=1, description="MLA rotary part of each head, e.g. 64."
+    )
     max_position: int | None = Field(None, ge=1, description="Longest context the model supports.")
 
     @property
@@ -69,7 +78,9 @@ def facts_from_config(config: dict) -> ModelFacts:
     return ModelFacts(**values)
 
 
-def model_facts(source: str, base_dir: Path | None = None, overrides: ModelFacts | None = None) -> ModelFacts:
+def model_facts(
+    source: str, base_dir: Path | None = None, overrides: ModelFacts | None = None
+) -> ModelFacts:
     """Facts for a model: its local ``config.json`` if ``source`` is a folder, then overrides."""
     facts = ModelFacts()
     folder = Path(source)
@@ -77,10 +88,9 @@ def model_facts(source: str, base_dir: Path | None = None, overrides: ModelFacts
         folder = base_dir / folder
     config = folder / "config.json"
     if config.is_file():
-        try:
+        # an unreadable config is as good as none: the overrides still apply
+        with contextlib.suppress(OSError, ValueError):
             facts = facts_from_config(json.loads(config.read_text()))
-        except (OSError, ValueError):
-            pass  # an unreadable config is as good as none: overrides still apply
     if overrides is not None:
         facts = facts.model_copy(update=overrides.model_dump(exclude_none=True))
     return facts

@@ -1,0 +1,53 @@
+# pocforge — the verbs a newcomer guesses. `make help` lists them.
+# Overrides: POC=<name> RUN=<run-id> PYTEST_ARGS="-k spec"
+SHELL := /bin/bash
+VENV  ?= .venv
+BIN   := $(VENV)/bin
+POC   ?= demo
+RUN   ?=
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help setup test test-unit lint fmt demo validate spec-docs bench bench-client bench-kernels clean
+
+help: ## List every target with one line each
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+setup: ## Install everything on a fresh machine (.venv, .venv-sglang, Debian packages as root); idempotent
+	@scripts/setup.sh
+
+test: ## The whole test suite: unit, kernels (Triton interpreter), real vLLM/SGLang/DeepSpeed/Ansible/Chromium
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test-unit: ## Only the tests that start no real processes (seconds)
+	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)
+
+lint: ## ruff on the Python code (and ansible-lint on the playbooks once they exist)
+	$(BIN)/ruff check common kernels tests setup.py
+	$(BIN)/ruff format --check common kernels tests setup.py
+	@if [ -f playbooks/bringup.yml ]; then PATH=$(BIN):$$PATH $(BIN)/ansible-lint --profile production playbooks/; fi
+
+fmt: ## Format the Python code with ruff
+	$(BIN)/ruff format common kernels tests setup.py
+	$(BIN)/ruff check --fix common kernels tests setup.py
+
+validate: ## Validate every POC spec
+	$(BIN)/pocforge validate
+
+spec-docs: ## Regenerate pocs/SPEC.md from the spec models
+	$(BIN)/pocforge schema --markdown --out pocs/SPEC.md
+
+demo: ## The deepest real path the kit has, on this machine, for pocs/demo
+	@scripts/demo.sh
+
+bench: bench-client bench-kernels ## Every benchmark (printed tables, ratios against peers in the same run)
+
+bench-client: ## Our load generator vs vLLM's client on a scripted server with known timings
+	$(BIN)/python -m pocforge.bench.client_bench
+
+bench-kernels: ## Kernel roofline table (on a CPU: correctness only, no meaningful timing)
+	$(BIN)/python -m pocforge.kernels.bench
+
+clean: ## Remove caches and build outputs (keeps .venv and results/)
+	rm -rf .pytest_cache .ruff_cache .hypothesis build *.egg-info
+	find . -name __pycache__ -not -path './.venv*' -prune -exec rm -rf {} +

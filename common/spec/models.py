@@ -1,0 +1,534 @@
+"""The POC spec: pydantic models, one per section of ``pocs/<name>/poc.yaml``.
+
+Every field has a description; ``pocs/SPEC.md`` is generated from them
+(``pocforge schema --markdown``) and a test keeps it in sync.  Models forbid unknown
+keys so a typo is an error, not a silently ignored setting.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
+
+from pocforge.catalog import ModelFacts, gpu_names
+
+NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+KERNEL_OPS = (
+    "rms_norm",
+    "rotary_embedding",
+    "silu_and_mul",
+    "gelu_and_mul",
+    "flash_attention_prefill",
+    "paged_attention_decode",
+    "fused_moe",
+    "mla_decode",
+    "fp8_quant",
+    "fp8_gemm",
+)
+KernelOp = Literal[KERNEL_OPS]  # type: ignore[valid-type]
+SECRET = {"secret": True}  # json_schema_extra marking a field that may hold ${ENV} secrets
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+# --------------------------------------------------------------------------- poc
+
+
+class PocMeta(Strict):
+    name: str = Field(
+        pattern=NAME_PATTERN,
+        description="POC name; must equal its folder name. Convention: `<model>-<precision>-<gpu>-<framework>`.",
+    )
+    customer: str = Field(min_length=1, description="Customer the POC is for.")
+    owner: str = Field(min_length=1, description="Engineer responsible (name or e-mail).")
+    description: str = Field(
+        "", description="What the customer wants proven, in a sentence or two."
+    )
+    tags: list[str] = Field(default_factory=list, description="Free-form labels for `pocforge ls`.")
+
+
+# --------------------------------------------------------------------------- model
+
+
+class TinyModel(Strict):
+    arch: Literal["llama", "qwen-moe"] = Field(
+        "llama",
+        description="Architecture of the tiny random-initialised model the kit builds locally.",
+    )
+    seed: int = Field(0, description="Seed for weights and tokenizer: same seed, same bytes.")
+
+
+class ModelSpec(Strict):
+    id: str = Field(
+        min_length=1,
+        description="Hugging Face model id (`org/name`) or a local folder (relative to the POC folder).",
+    )
+    served_name: str | None = Field(
+        None, description="Name clients use in requests; defaults to `id`."
+    )
+    revision: str | None = Field(None, description="Hub revision (commit or tag) to pin.")
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field(
+        "bfloat16", description="Weights and activations dtype."
+    )
+    quantization: Literal["none", "fp8", "fp8_block", "int8", "awq", "gptq", "mxfp4"] = Field(
+        "none", description="Weight quantization."
+    )
+    kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"] = Field(
+        "auto", description="KV-cache dtype."
+    )
+    max_model_len: int | None = Field(
+        None, ge=1, description="Longest sequence (prompt + output) to serve."
+    )
+    facts: ModelFacts | None = Field(
+        None,
+        description="Architecture facts for models whose `config.json` is not at hand; they override what the config says.",
+    )
+    tiny: TinyModel | None = Field(
+        None,
+        description="Build a tiny random model into `id` (a local folder) instead of using real weights; for CPU demos and tests.",
+    )
+    hf_token: SecretStr | None = Field(
+        None, description="Hub token for gated models; use `${HF_TOKEN}`.", json_schema_extra=SECRET
+    )
+
+
+# --------------------------------------------------------------------------- cluster
+
+
+class Interconnect(Strict):
+    scale_up: Literal["xgmi", "nvlink", "pcie", "none"] = Field(
+        "none", description="GPU-to-GPU link inside a node."
+    )
+    scale_out: Literal[
+        "roce-400g", "roce-200g", "ib-ndr-400g", "ib-xdr-800g", "ib-hdr-200g", "ethernet", "none"
+    ] = Field("none", description="Network between nodes.")
+    nics_per_node: int = Field(0, ge=0, description="RDMA NICs per node used for collectives.")
+
+
+class Host(Strict):
+    name: str = Field(pattern=NAME_PATTERN, description="Inventory hostname.")
+    address: str = Field(min_length=1, description="Address or DNS name to reach it over SSH.")
+
+
+class Ssh(Strict):
+    user: str = Field("root", description="SSH user on the nodes.")
+    port: int = Field(22, ge=1, le=65535, description="SSH port.")
+    key_file: str | None = Field(
+        None, description="Private key file; default: the SSH agent / ~/.ssh."
+    )
+    password: SecretStr | None = Field(
+        None,
+        description="SSH password when keys are not possible; use `${ENV}`.",
+        json_schema_extra=SECRET,
+    )
+
+
+class ClusterSpec(Strict):
+    gpu: str = Field(
+        description="GPU type from the catalog (MI300X, MI325X, MI355X, H100, H200, B200, or `cpu`)."
+    )
+    nodes: int = Field(1, ge=1, description="Number of nodes.")
+    gpus_per_node: int = Field(
+        8, ge=1, description="GPUs used on each node (for `cpu`: worker processes)."
+    )
+    interconnect: Interconnect = Field(
+        default_factory=Interconnect, description="Links inside and between nodes."
+    )
+    inventory: str | None = Field(
+        None,
+        description="Ansible inventory (relative to the POC folder); default: built from `hosts`.",
+    )
+    hosts: list[Host] = Field(
+        default_factory=list, description="The nodes, when no inventory is given; one per node."
+    )
+    ssh: Ssh = Field(default_factory=Ssh, description="How Ansible reaches the nodes.")
+
+    @field_validator("gpu")
+    @classmethod
+    def _known_gpu(cls, value: str) -> str:
+        if value not in gpu_names():
+            raise ValueError(f"unknown GPU type {value!r} (allowed: {', '.join(gpu_names())})")
+        return value
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+# --------------------------------------------------------------------------- serving
+
+
+def _lengths(value: Any) -> Any:
+    """``512`` is shorthand for the fixed length ``{mean: 512}``."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return {"mean": value}
+    return value
+
+
+class Lengths(Strict):
+    distribution: Literal["fixed", "uniform", "normal", "lognormal"] = Field(
+        "fixed", description="How token counts are drawn."
+    )
+    mean: int = Field(ge=1, description="Mean (or fixed) token count.")
+    std: float = Field(0, ge=0, description="Standard deviation (normal, lognormal).")
+    min: int | None = Field(None, ge=1, description="Lower clip.")
+    max: int | None = Field(None, ge=1, description="Upper clip.")
+
+    @model_validator(mode="after")
+    def _shape(self) -> Lengths:
+        if self.distribution == "uniform" and (self.min is None or self.max is None):
+            raise ValueError("a uniform distribution needs min and max")
+        if self.distribution in ("normal", "lognormal") and self.std == 0:
+            raise ValueError(f"a {self.distribution} distribution needs std > 0")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min ({self.min}) is larger than max ({self.max})")
+        return self
+
+
+TokenCount = Annotated[Lengths, BeforeValidator(_lengths)]
+
+
+class RandomDataset(Strict):
+    kind: Literal["random"] = Field(description="Random token ids with exact lengths.")
+    isl: TokenCount = Field(description="Input length in tokens: a number or a distribution.")
+    osl: TokenCount = Field(description="Output length in tokens: a number or a distribution.")
+
+
+class ShareGPTDataset(Strict):
+    kind: Literal["sharegpt"] = Field(description="Conversations from a ShareGPT-format JSON file.")
+    path: str = Field(min_length=1, description="The JSON file (relative to the POC folder).")
+    osl: TokenCount | None = Field(
+        None, description="Override output lengths; default: the dataset's answers."
+    )
+    max_isl: int | None = Field(None, ge=1, description="Skip prompts longer than this.")
+
+
+class SharedPrefixDataset(Strict):
+    kind: Literal["shared_prefix"] = Field(
+        description="Groups of prompts sharing a system prefix (prefix caching)."
+    )
+    groups: int = Field(ge=1, description="Distinct prefixes.")
+    prompts_per_group: int = Field(ge=1, description="Prompts per prefix.")
+    prefix_len: int = Field(ge=1, description="Shared prefix length in tokens.")
+    suffix_len: TokenCount = Field(description="Per-prompt suffix length.")
+    osl: TokenCount = Field(description="Output length.")
+
+
+class TraceDataset(Strict):
+    kind: Literal["trace"] = Field(
+        description="Replay of a request trace (Mooncake-style JSONL: timestamp, input_length, output_length)."
+    )
+    path: str = Field(min_length=1, description="The JSONL trace (relative to the POC folder).")
+    time_scale: float = Field(
+        1.0, gt=0, description="Multiply inter-arrival times by this (0.5 = twice as fast)."
+    )
+
+
+Dataset = Annotated[
+    RandomDataset | ShareGPTDataset | SharedPrefixDataset | TraceDataset,
+    Field(discriminator="kind"),
+]
+
+
+class Load(Strict):
+    concurrency: list[Annotated[int, Field(ge=1)]] | None = Field(
+        None, min_length=1, description="Closed loop: sweep over these maximum concurrencies."
+    )
+    request_rate: list[Annotated[float, Field(gt=0)]] | None = Field(
+        None, min_length=1, description="Open loop: sweep over these request rates (req/s)."
+    )
+    arrival: Literal["poisson", "gamma"] = Field(
+        "poisson", description="Open-loop arrival process."
+    )
+    burstiness: float = Field(
+        1.0, gt=0, description="Gamma shape factor (1 = Poisson; < 1 burstier)."
+    )
+    max_concurrency: int | None = Field(
+        None, ge=1, description="Cap on in-flight requests in open loop."
+    )
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Load:
+        if (self.concurrency is None) == (self.request_rate is None):
+            raise ValueError(
+                "give exactly one of concurrency (closed loop) or request_rate (open loop)"
+            )
+        return self
+
+
+class Slo(Strict):
+    metric: Literal["ttft_ms", "tpot_ms", "itl_ms", "e2el_ms"] = Field(
+        description="Latency metric."
+    )
+    percentile: float = Field(99, gt=0, le=100, description="Percentile the SLO is judged at.")
+    max_ms: float = Field(gt=0, description="Upper bound in milliseconds.")
+
+
+class Workload(Strict):
+    name: str = Field(
+        pattern=r"^[a-z][a-z0-9_]*$",
+        description="Workload name; used in metric paths (`serving.<name>.ttft_ms.p99`).",
+    )
+    api: Literal["completions", "chat"] = Field(
+        "completions", description="OpenAI endpoint: /v1/completions or /v1/chat/completions."
+    )
+    dataset: Dataset = Field(description="Where prompts come from.")
+    load: Load = Field(description="The sweep: concurrencies or request rates.")
+    num_prompts: int = Field(ge=1, description="Requests per sweep point.")
+    duration_s: float | None = Field(
+        None, gt=0, description="Also stop a point after this many seconds."
+    )
+    warmup: int = Field(
+        0, ge=0, description="Requests sent before each point; excluded from statistics."
+    )
+    repeats: int = Field(1, ge=1, description="Repeats per point; ≥ 3 gives confidence intervals.")
+    ignore_eos: bool = Field(
+        True, description="Ask the server to ignore EOS so output lengths are exact."
+    )
+    seed: int = Field(0, description="Dataset and arrival seed.")
+    slos: list[Slo] = Field(
+        default_factory=list,
+        description="Latency SLOs; goodput counts requests meeting all of them.",
+    )
+
+
+class Parallelism(Strict):
+    tp: int = Field(1, ge=1, description="Tensor parallel size.")
+    pp: int = Field(1, ge=1, description="Pipeline parallel size.")
+    dp: int = Field(1, ge=1, description="Data parallel size.")
+    ep: int = Field(1, ge=1, description="Expert parallel size (MoE only).")
+    dp_attention: bool = Field(
+        False,
+        description="SGLang DP-attention: attention data-parallel inside the TP group (MoE only).",
+    )
+
+
+EngineArg = str | int | float | bool | list[str | int | float] | None
+
+
+class ServingSpec(Strict):
+    framework: Literal["vllm", "sglang"] = Field(description="Serving framework.")
+    version: str | None = Field(
+        None, description="Exact framework version the POC is pinned to (e.g. `0.32.0`)."
+    )
+    parallelism: Parallelism = Field(
+        default_factory=Parallelism, description="How one replica is split over GPUs."
+    )
+    replicas: int = Field(
+        1, ge=1, description="Independent copies of the deployment behind the load generator."
+    )
+    port: int = Field(8000, ge=1, le=65535, description="HTTP port of the server.")
+    engine_args: dict[str, EngineArg] = Field(
+        default_factory=dict,
+        description="Extra engine arguments, passed through (`max-num-seqs: 256`).",
+    )
+    kernels: list[KernelOp] = Field(
+        default_factory=list, description="Kit kernels to plug into the framework."
+    )
+    workloads: list[Workload] = Field(min_length=1, description="The acceptance workloads.")
+
+
+# --------------------------------------------------------------------------- training
+
+
+class TrainingTargets(Strict):
+    tokens_per_s_per_gpu: float | None = Field(
+        None, gt=0, description="Throughput the customer expects."
+    )
+    mfu: float | None = Field(
+        None, gt=0, le=1, description="Model FLOPs utilisation expected (0–1)."
+    )
+
+
+class TrainingSpec(Strict):
+    framework: Literal["deepspeed"] = Field(description="Training framework.")
+    version: str | None = Field(None, description="Exact framework version.")
+    zero_stage: Literal[0, 1, 2, 3] = Field(2, description="DeepSpeed ZeRO stage.")
+    offload: Literal["none", "optimizer", "parameters", "both"] = Field(
+        "none", description="ZeRO offload to CPU memory."
+    )
+    dtype: Literal["bfloat16", "float16", "float32"] = Field(
+        "bfloat16", description="Training precision."
+    )
+    world_size: int | None = Field(
+        None, ge=1, description="Processes (GPUs) training; default: every GPU of the cluster."
+    )
+    micro_batch: int = Field(1, ge=1, description="Sequences per GPU per micro-step.")
+    grad_accum: int = Field(1, ge=1, description="Gradient accumulation steps.")
+    seq_len: int = Field(ge=1, description="Tokens per sequence.")
+    steps: int = Field(ge=1, description="Optimizer steps to run.")
+    warmup_steps: int = Field(1, ge=0, description="Steps excluded from throughput.")
+    lr: float = Field(1e-4, gt=0, description="Learning rate (AdamW).")
+    gradient_clipping: float = Field(1.0, ge=0, description="Gradient norm clip; 0 disables.")
+    ds_config: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Extra DeepSpeed config keys, merged over the generated ones.",
+    )
+    targets: TrainingTargets = Field(
+        default_factory=TrainingTargets, description="Customer targets."
+    )
+
+
+# --------------------------------------------------------------------------- kernels
+
+
+class KernelAcceptance(Strict):
+    op: KernelOp = Field(description="Kernel from the kit's library.")
+    shapes: list[dict[str, int]] = Field(
+        default_factory=list,
+        description="Problem sizes, e.g. `{tokens: 4096, hidden: 8192}`; default: shapes derived from the model.",
+    )
+    dtypes: list[Literal["float32", "bfloat16", "float16", "fp8"]] = Field(
+        default_factory=lambda: ["bfloat16"], description="Dtypes to check."
+    )
+    tolerance: float | None = Field(None, gt=0, description="Relative-error tolerance override.")
+
+
+class KernelsSpec(Strict):
+    ops: list[KernelAcceptance] = Field(
+        min_length=1, description="Kernels to accept on the cluster's GPUs."
+    )
+
+
+# --------------------------------------------------------------------------- acceptance
+
+_CRITERION = re.compile(
+    r"^\s*(?P<metric>[A-Za-z0-9_.\-]+)\s*(?P<op><=|>=|<|>)\s*(?P<threshold>[-+0-9.eE]+)\s*$"
+)
+
+
+def _criterion(value: Any) -> Any:
+    """``"serving.chat.ttft_ms.p99 <= 2000"`` is shorthand for the mapping form."""
+    if isinstance(value, str):
+        match = _CRITERION.match(value)
+        if not match:
+            raise ValueError(
+                f"cannot read criterion {value!r}; write it as 'serving.<workload>.<metric>.<statistic> <= <number>'"
+            )
+        return {"metric": match["metric"], "op": match["op"], "threshold": match["threshold"]}
+    return value
+
+
+class Criterion(Strict):
+    metric: str = Field(
+        description="Metric path: `serving.<workload>.<metric>[.<statistic>]`, `training.<metric>`, `kernels.<op>.<metric>` or `collectives.<collective>.<metric>`."
+    )
+    op: Literal["<=", "<", ">=", ">"] = Field(description="Comparator.")
+    threshold: float = Field(description="Value the metric is compared with.")
+    confidence: float = Field(
+        0.95,
+        gt=0.5,
+        lt=1,
+        description="Confidence level of the interval the verdict is judged with.",
+    )
+
+    @property
+    def parts(self) -> list[str]:
+        """The metric path split at dots, keeping ``p99.9`` whole."""
+        parts = self.metric.split(".")
+        if parts[-2:] == ["p99", "9"]:
+            parts = [*parts[:-2], "p99.9"]
+        return parts
+
+    def __str__(self) -> str:
+        return f"{self.metric} {self.op} {self.threshold:g}"
+
+
+class AcceptanceSpec(Strict):
+    criteria: list[Annotated[Criterion, BeforeValidator(_criterion)]] = Field(
+        default_factory=list,
+        description="What the customer accepts: each judged pass, fail or inconclusive.",
+    )
+
+
+# --------------------------------------------------------------------------- compare
+
+
+class Competitor(Strict):
+    name: str = Field(
+        min_length=1, description="Label in the dashboard, e.g. `H200 vLLM (customer run)`."
+    )
+    file: str = Field(min_length=1, description="Result file (relative to the POC folder).")
+    format: Literal["pocforge", "vllm", "sglang", "aiperf", "guidellm", "mad"] = Field(
+        description="Tool that produced the file."
+    )
+    gpu: str | None = Field(None, description="GPU type it ran on.")
+    gpus: int | None = Field(None, ge=1, description="GPUs it used (for per-GPU comparisons).")
+    price_per_gpu_hour: float | None = Field(None, gt=0, description="For per-dollar comparisons.")
+    power_w_per_gpu: float | None = Field(None, gt=0, description="For per-watt comparisons.")
+
+
+class CompareSpec(Strict):
+    baselines: list[str] = Field(
+        default_factory=list, description="Earlier runs (`<poc>/<run-id>`) to compare against."
+    )
+    competitors: list[Competitor] = Field(
+        default_factory=list, description="Other results on the same workload."
+    )
+
+
+# --------------------------------------------------------------------------- the spec
+
+
+class PocSpec(Strict):
+    """A customer POC: what to deploy where, what to run, and what counts as success."""
+
+    include: str | list[str] | None = Field(
+        None,
+        description="Spec(s) to inherit from, relative to this file; deep merge, lists replace.",
+        exclude=True,
+    )
+    poc: PocMeta = Field(description="Who and what the POC is.")
+    model: ModelSpec = Field(description="The model under test.")
+    cluster: ClusterSpec = Field(description="Where it runs.")
+    serving: ServingSpec | None = Field(None, description="Serving deployment and workloads.")
+    training: TrainingSpec | None = Field(None, description="Training benchmark.")
+    kernels: KernelsSpec | None = Field(None, description="Kernel acceptance.")
+    acceptance: AcceptanceSpec = Field(
+        default_factory=AcceptanceSpec, description="Acceptance criteria."
+    )
+    compare: CompareSpec = Field(
+        default_factory=CompareSpec, description="Baselines and competitors."
+    )
+
+    _file: Path | None = PrivateAttr(None)
+    _hash: str = PrivateAttr("")
+    _unset_secrets: list = PrivateAttr(default_factory=list)
+
+    def require_secrets(self) -> None:
+        """Raise ``SpecError`` if a secret's ``${VAR}`` is not set (call before using secrets)."""
+        if self._unset_secrets:
+            from pocforge.spec.errors import SpecError
+
+            raise SpecError(list(self._unset_secrets))
+
+    @property
+    def source_file(self) -> Path | None:
+        return self._file
+
+    @property
+    def source_dir(self) -> Path | None:
+        return self._file.parent if self._file else None
+
+    @property
+    def spec_hash(self) -> str:
+        """sha256 of the resolved spec (secrets excluded), for provenance."""
+        return self._hash
+
+    @property
+    def name(self) -> str:
+        return self.poc.name

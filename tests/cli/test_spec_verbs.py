@@ -1,0 +1,132 @@
+"""The spec verbs through the installed ``pocforge`` console script, as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ..conftest import REPO
+
+POCFORGE = str(Path(sys.executable).parent / "pocforge")
+
+
+def run(*args: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [POCFORGE, *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=60
+    )
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A copy of pocs/ to scaffold into, so tests never touch the checkout."""
+    shutil.copytree(REPO / "pocs", tmp_path / "pocs")
+    return tmp_path
+
+
+def test_validate_all_pocs():
+    result = run("validate")
+    assert result.returncode == 0, result.stderr
+    assert "ok  demo" in result.stdout and "ok  deepseek-v3-fp8-mi355x-sglang" in result.stdout
+
+
+def test_validate_bad_spec_exits_2_with_located_problems(tmp_path):
+    bad = tmp_path / "bad" / "poc.yaml"
+    bad.parent.mkdir()
+    text = (REPO / "pocs" / "demo" / "poc.yaml").read_text().replace("name: demo", "name: bad")
+    bad.write_text(
+        text.replace("framework: vllm", "framework: vlm").replace("  nodes: 1", "  nodez: 1")
+    )
+    result = run("validate", str(bad))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if "poc.yaml:" in line]
+    assert len(lines) == 2, result.stderr
+    assert any(
+        "cluster.nodez: unknown field 'nodez'; did you mean 'nodes'?" in line for line in lines
+    )
+    assert any("serving.framework: 'vlm' is not allowed" in line for line in lines)
+
+
+def test_validate_unknown_poc_suggests(tmp_path):
+    result = run("validate", "dmeo")
+    assert result.returncode == 2 and "no POC named 'dmeo'; did you mean 'demo'?" in result.stderr
+
+
+@pytest.mark.parametrize("payload", [b"", b"\x00\xff\xfe", b"{{{{", b"- [\n" * 50])
+def test_validate_never_tracebacks(tmp_path, payload):
+    bad = tmp_path / "x" / "poc.yaml"
+    bad.parent.mkdir()
+    bad.write_bytes(payload)
+    result = run("validate", str(bad))
+    assert (
+        result.returncode == 2 and "Traceback" not in result.stderr and "poc.yaml" in result.stderr
+    )
+
+
+def test_show_resolves_and_masks_secrets():
+    env = {"PATH": "/usr/bin:/bin", "HF_TOKEN": "canary-5e1d"}
+    result = run("show", "llama-3.1-70b-bf16-mi300x-vllm", "--json", env=env)
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["serving"]["parallelism"] == {
+        "tp": 8,
+        "pp": 1,
+        "dp": 1,
+        "ep": 1,
+        "dp_attention": False,
+    }
+    assert data["model"]["hf_token"] == "**********"
+    assert "canary-5e1d" not in result.stdout + result.stderr
+    assert "include" not in data
+
+
+def test_schema_is_json_schema():
+    result = run("schema")
+    schema = json.loads(result.stdout)
+    assert schema["title"] == "PocSpec" and set(schema["required"]) == {"poc", "model", "cluster"}
+
+
+def test_ls_lists_pocs_with_framework_and_gpus():
+    result = run("ls")
+    assert result.returncode == 0
+    assert "deepseek-v3-fp8-mi355x-sglang" in result.stdout and "2×8 MI355X" in result.stdout
+    assert "_template" not in result.stdout
+
+
+def test_new_from_template(workspace):
+    result = run("new", "qwen-72b-bf16-mi325x-vllm", cwd=workspace)
+    assert result.returncode == 0, result.stderr
+    spec = yaml.safe_load(
+        (workspace / "pocs" / "qwen-72b-bf16-mi325x-vllm" / "poc.yaml").read_text()
+    )
+    assert spec["poc"]["name"] == "qwen-72b-bf16-mi325x-vllm"
+    assert run("validate", "qwen-72b-bf16-mi325x-vllm", cwd=workspace).returncode == 0
+
+
+def test_new_from_another_poc_is_an_include(workspace):
+    result = run("new", "demo-bf16", "--from", "demo", cwd=workspace)
+    assert result.returncode == 0, result.stderr
+    text = (workspace / "pocs" / "demo-bf16" / "poc.yaml").read_text()
+    assert "include: ../demo/poc.yaml" in text
+    shown = json.loads(run("show", "demo-bf16", "--json", cwd=workspace).stdout)
+    assert shown["poc"]["name"] == "demo-bf16" and shown["serving"]["framework"] == "vllm"
+
+
+@pytest.mark.parametrize(
+    ("name", "error"), [("Bad Name", "must be lowercase"), ("demo", "already exists")]
+)
+def test_new_refuses_bad_names(workspace, name, error):
+    result = run("new", name, cwd=workspace)
+    assert result.returncode == 2 and error in result.stderr
+
+
+@pytest.mark.parametrize("verb", ["ls", "new", "validate", "show", "schema"])
+def test_every_verb_has_help(verb):
+    result = run(verb, "--help")
+    assert result.returncode == 0 and "Usage:" in result.stdout

@@ -1,0 +1,210 @@
+"""Each cross-field rule, on a spec that breaks only that rule."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pocforge.spec import SpecError
+
+from .conftest import MOE_FACTS
+
+
+def messages(load, data) -> list[str]:
+    with pytest.raises(SpecError) as info:
+        load(data)
+    return [str(p) for p in info.value.problems]
+
+
+def sglang_moe(good, **parallelism):
+    good["model"]["facts"] = dict(MOE_FACTS)
+    good["serving"]["framework"] = "sglang"
+    good["serving"]["parallelism"] = parallelism
+    return good
+
+
+# serving parallelism must use the cluster's GPUs -------------------------------------------
+
+
+def test_serving_parallelism_must_match_gpus(load, good):
+    good["serving"]["parallelism"] = {"tp": 4}
+    (msg,) = messages(load, good)
+    assert (
+        "serving.parallelism: tp×pp×dp×replicas = 4 but the cluster has 8 GPUs (1 nodes × 8)" in msg
+    )
+
+
+def test_replicas_make_up_the_difference(load, good):
+    good["serving"]["parallelism"] = {"tp": 4}
+    good["serving"]["replicas"] = 2
+    assert load(good).serving.replicas == 2
+
+
+def test_dp_attention_counts_gpus_inside_tp(load, good):
+    good["cluster"].update(nodes=2)
+    spec = load(sglang_moe(good, tp=16, dp=16, ep=16, dp_attention=True))
+    assert spec.serving.parallelism.dp == 16  # 16 GPUs, not 256
+
+
+def test_dp_attention_dp_must_divide_tp(load, good):
+    msgs = messages(load, sglang_moe(good, tp=8, dp=3, dp_attention=True))
+    assert any("with dp_attention, dp (3) must divide tp (8)" in m for m in msgs), msgs
+
+
+# expert parallelism --------------------------------------------------------------------------
+
+
+def test_ep_refused_for_dense_models(load, good):
+    good["serving"]["parallelism"] = {"tp": 8, "ep": 8}
+    (msg,) = messages(load, good)
+    assert "ep = 8 but org/dense-8b is a dense model" in msg
+
+
+def test_ep_needs_known_moe_facts(load, good):
+    good["model"].pop("facts")
+    good["serving"]["parallelism"] = {"tp": 8, "ep": 8}
+    (msg,) = messages(load, good)
+    assert "cannot tell whether the model is MoE; add model.facts.experts" in msg
+
+
+def test_ep_not_larger_than_tp_times_dp(load, good):
+    good["model"]["facts"] = dict(MOE_FACTS)
+    good["serving"]["parallelism"] = {"tp": 8, "ep": 16}
+    msgs = messages(load, good)
+    assert any("ep = 16 is larger than tp×dp = 8" in m for m in msgs), msgs
+
+
+def test_experts_split_evenly_over_ep(load, good):
+    good["model"]["facts"] = {**MOE_FACTS, "experts": 60}
+    good["serving"]["parallelism"] = {"tp": 8, "ep": 8}
+    (msg,) = messages(load, good)
+    assert "60 experts do not split evenly over ep = 8" in msg
+
+
+def test_moe_facts_come_from_a_local_config_json(load, good, tmp_path):
+    model = tmp_path / "good" / "model"
+    model.mkdir(parents=True)
+    (model / "config.json").write_text(
+        json.dumps({"num_hidden_layers": 2, "num_experts": 8, "num_experts_per_tok": 2})
+    )
+    good["model"] = {"id": "model"}
+    good["serving"]["parallelism"] = {"tp": 8, "ep": 8}
+    assert load(good).serving.parallelism.ep == 8
+
+
+# DP-attention -------------------------------------------------------------------------------
+
+
+def test_dp_attention_needs_moe(load, good):
+    good["serving"].update(framework="sglang", parallelism={"tp": 8, "dp": 8, "dp_attention": True})
+    (msg,) = messages(load, good)
+    assert "dp_attention only helps MoE models" in msg
+
+
+def test_dp_attention_is_sglang_only(load, good):
+    good["model"]["facts"] = dict(MOE_FACTS)
+    good["serving"]["parallelism"] = {"tp": 8, "dp": 8, "dp_attention": True}
+    (msg,) = messages(load, good)
+    assert "dp_attention is an SGLang option" in msg
+
+
+# training -------------------------------------------------------------------------------------
+
+
+def training(**overrides):
+    return {"framework": "deepspeed", "seq_len": 128, "steps": 4, **overrides}
+
+
+def test_training_world_size_divides_gpus(load, good):
+    good["training"] = training(world_size=3)
+    (msg,) = messages(load, good)
+    assert "training.world_size: world size 3 does not divide the cluster's 8 GPUs" in msg
+
+
+def test_training_world_size_free_on_cpu(load, good):
+    good.pop("serving")
+    good["acceptance"]["criteria"] = []
+    good["cluster"] = {"gpu": "cpu", "gpus_per_node": 1}
+    good["training"] = training(world_size=2, dtype="float32")
+    assert load(good).training.world_size == 2
+
+
+def test_fp16_training_refused_on_cpu(load, good):
+    good.pop("serving")
+    good["acceptance"]["criteria"] = []
+    good["cluster"] = {"gpu": "cpu", "gpus_per_node": 1}
+    good["training"] = training(dtype="float16")
+    (msg,) = messages(load, good)
+    assert "DeepSpeed refuses float16 on CPU" in msg
+
+
+# hosts and names ----------------------------------------------------------------------------
+
+
+def test_hosts_one_per_node(load, good):
+    good["cluster"]["hosts"] = [
+        {"name": "a", "address": "198.51.100.1"},
+        {"name": "b", "address": "198.51.100.2"},
+    ]
+    (msg,) = messages(load, good)
+    assert "cluster.hosts: 2 hosts listed for 1 nodes" in msg
+
+
+def test_host_names_unique(load, good):
+    good["cluster"]["nodes"] = 2
+    good["serving"]["replicas"] = 2
+    good["cluster"]["hosts"] = [
+        {"name": "a", "address": "198.51.100.1"},
+        {"name": "a", "address": "198.51.100.2"},
+    ]
+    (msg,) = messages(load, good)
+    assert "cluster.hosts.1.name: host 'a' is listed twice" in msg
+
+
+def test_workload_names_unique(load, good):
+    good["serving"]["workloads"].append(dict(good["serving"]["workloads"][0]))
+    (msg,) = messages(load, good)
+    assert "serving.workloads.1.name: workload 'chat' is defined twice" in msg
+
+
+# acceptance criteria name produced metrics -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("criterion", "expected"),
+    [
+        ("serving.chatt.ttft_ms.p99 <= 1", "no workload named 'chatt' (workloads: chat)"),
+        ("serving.chat.ttfx_ms.p99 <= 1", "unknown serving metric 'ttfx_ms'"),
+        ("serving.chat.ttft_ms <= 1", "ttft_ms is a distribution: add a statistic"),
+        ("serving.chat.ttft_ms.p42 <= 1", "unknown statistic 'p42'"),
+        ("serving.chat.goodput.p99 >= 1", "goodput is a single number per run; drop 'p99'"),
+        ("training.mfu >= 0.3", "the spec has no training section"),
+        ("kernels.fused_moe.pct_roofline >= 60", "kernel 'fused_moe' is not in kernels.ops"),
+        ("collectives.broadcast.busbw_gbs >= 1", "write collectives.<collective>.<metric>"),
+        ("latency.p99 <= 1", "a metric path starts with serving, training, kernels or collectives"),
+    ],
+)
+def test_criteria_must_name_a_produced_metric(load, good, criterion, expected):
+    good["acceptance"]["criteria"] = [criterion]
+    (msg,) = messages(load, good)
+    assert "acceptance.criteria.0.metric" in msg and expected in msg, msg
+
+
+def test_criteria_accept_p99_9_and_the_mapping_form(load, good):
+    good["acceptance"]["criteria"] = [
+        "serving.chat.itl_ms.p99.9 < 100",
+        {"metric": "serving.chat.goodput", "op": ">=", "threshold": 2, "confidence": 0.9},
+        "collectives.all_reduce.pct_reference >= 95",
+    ]
+    criteria = load(good).acceptance.criteria
+    assert criteria[0].parts == ["serving", "chat", "itl_ms", "p99.9"]
+    assert str(criteria[1]) == "serving.chat.goodput >= 2" and criteria[1].confidence == 0.9
+
+
+def test_unknown_gpu_lists_the_catalog(load, good):
+    good["cluster"]["gpu"] = "mi300x"
+    (msg,) = messages(load, good)
+    assert (
+        "unknown GPU type 'mi300x' (allowed: MI300X, MI325X, MI355X, H100, H200, B200, cpu)" in msg
+    )
