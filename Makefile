@@ -8,7 +8,7 @@ RUN   ?=
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-unit lint fmt demo validate spec-docs bench bench-client bench-kernels clean
+.PHONY: help setup test test-unit lint fmt demo validate spec-docs bench bench-client bench-kernels cluster-up cluster-check cluster-collectives cluster-down clean
 
 help: ## List every target with one line each
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -22,10 +22,10 @@ test: ## The whole test suite: unit, kernels (Triton interpreter), real vLLM/SGL
 test-unit: ## Only the tests that start no real processes (seconds)
 	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)
 
-lint: ## ruff on the Python code (and ansible-lint on the playbooks once they exist)
+lint: ## ruff on the Python code, ansible-lint (production profile) on the playbooks
 	$(BIN)/ruff check common kernels tests setup.py
 	$(BIN)/ruff format --check common kernels tests setup.py
-	@if [ -f playbooks/bringup.yml ]; then PATH=$(BIN):$$PATH $(BIN)/ansible-lint --profile production playbooks/; fi
+	PATH=$(BIN):$$PATH ANSIBLE_CONFIG=playbooks/ansible.cfg $(BIN)/ansible-lint --offline --profile production playbooks/
 
 fmt: ## Format the Python code with ruff
 	$(BIN)/ruff format common kernels tests setup.py
@@ -47,6 +47,18 @@ bench-client: ## Our load generator vs vLLM's client on a scripted server with k
 
 bench-kernels: ## Kernel roofline table (on a CPU: correctness only, no meaningful timing)
 	$(BIN)/python -m pocforge.kernels.bench
+
+cluster-up: ## Bring the POC's cluster up (facts, GPU stack, NICs, env, weights): make cluster-up POC=<name>
+	$(BIN)/pocforge cluster up $(POC)
+
+cluster-check: ## Preflight acceptance checks per host: make cluster-check POC=<name>
+	$(BIN)/pocforge cluster check $(POC)
+
+cluster-collectives: ## rccl-tests / nccl-tests bus bandwidth against the platform reference
+	$(BIN)/pocforge cluster collectives $(POC)
+
+cluster-down: ## Tear the POC's deployment down on its nodes
+	$(BIN)/pocforge cluster down $(POC)
 
 clean: ## Remove caches and build outputs (keeps .venv and results/)
 	rm -rf .pytest_cache .ruff_cache .hypothesis build *.egg-info

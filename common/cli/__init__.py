@@ -9,7 +9,7 @@ import click
 from pocforge import __version__
 
 # Modules that add commands to ``main``; each defines ``register(main)``.
-_VERB_MODULES = ["pocforge.cli.spec"]
+_VERB_MODULES = ["pocforge.cli.spec", "pocforge.cli.launch", "pocforge.cli.cluster"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -68,6 +68,11 @@ def expert_parallel_needs_moe(spec: PocSpec) -> Iterator[Finding]:
     limit = par.tp if par.dp_attention else par.tp * par.dp
     if par.ep > limit:
         yield (("serving", "parallelism", "ep"), f"ep = {par.ep} is larger than tp×dp = {limit}")
+    elif spec.serving.framework == "vllm" and par.ep != limit:
+        yield (
+            ("serving", "parallelism", "ep"),
+            f"vLLM's expert parallelism spans all tp×dp = {limit} GPUs; set ep to {limit} (or 1 for none)",
+        )
     if facts.experts and facts.experts % par.ep:
         yield (
             ("serving", "parallelism", "ep"),

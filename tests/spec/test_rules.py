@@ -75,6 +75,13 @@ def test_ep_not_larger_than_tp_times_dp(load, good):
     assert any("ep = 16 is larger than tp×dp = 8" in m for m in msgs), msgs
 
 
+def test_vllm_expert_parallel_spans_tp_times_dp(load, good):
+    good["model"]["facts"] = dict(MOE_FACTS)
+    good["serving"]["parallelism"] = {"tp": 8, "ep": 4}
+    (msg,) = messages(load, good)
+    assert "vLLM's expert parallelism spans all tp×dp = 8 GPUs; set ep to 8" in msg
+
+
 def test_experts_split_evenly_over_ep(load, good):
     good["model"]["facts"] = {**MOE_FACTS, "experts": 60}
     good["serving"]["parallelism"] = {"tp": 8, "ep": 8}

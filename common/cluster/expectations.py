@@ -1,0 +1,42 @@
+"""What the checks expect of a cluster, independent of where the numbers come from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ClusterExpectations:
+    """Thresholds the kit passes to the playbooks (as extra vars, above group_vars).
+
+    ``gpu_required`` False lets a host without GPUs report its GPU checks as
+    ``skipped: no GPU``; True makes them fail. ``rdma_nics`` 0 skips the NIC checks.
+    """
+
+    gpu_required: bool = False
+    gpu_vendor: str = "amd"
+    gpu_model: str = ""
+    gpus_per_node: int = 8
+    rdma_nics: int = 0
+    rdma_rate_gbps: float = 0.0
+    platform: str = ""
+    collective_reference: dict = field(default_factory=dict)
+    min_busbw_fraction: float = 0.95
+    extra: dict = field(default_factory=dict)
+
+    def extravars(self) -> dict:
+        """Ansible extra vars: role-prefixed names, as in each role's defaults/."""
+        out = {
+            "preflight_gpu_required": self.gpu_required,
+            "preflight_gpu_vendor": self.gpu_vendor,
+            "preflight_gpu_model": self.gpu_model,
+            "preflight_gpu_count": self.gpus_per_node,
+            "preflight_rdma_nics": self.rdma_nics,
+            "preflight_rdma_rate_gbps": self.rdma_rate_gbps,
+            "collectives_gpu_required": self.gpu_required,
+            "collectives_reference": self.collective_reference,
+            "collectives_min_fraction": self.min_busbw_fraction,
+            "collectives_platform": self.platform,
+        }
+        out.update(self.extra)
+        return out

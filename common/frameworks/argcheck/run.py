@@ -1,0 +1,37 @@
+"""Run an argcheck script under a framework's interpreter and read its verdicts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+from pocforge.frameworks.argcheck import SCRIPTS
+
+
+class ArgcheckUnavailable(RuntimeError):
+    """The framework is not installed for that interpreter; nothing was checked."""
+
+
+def run_argcheck(
+    python: str, script: str, argvs: list[list[str]], timeout_s: float = 300
+) -> list[str | None]:
+    """One verdict per argv: None when the framework's parser accepts it, else its message."""
+    try:
+        result = subprocess.run(
+            [python, str(SCRIPTS / f"{script}.py")],
+            input=json.dumps(argvs),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+    except FileNotFoundError:
+        raise ArgcheckUnavailable(f"no interpreter at {python}") from None
+    if "ModuleNotFoundError" in result.stderr and result.returncode != 0:
+        raise ArgcheckUnavailable(result.stderr.strip().splitlines()[-1])
+    verdicts = [line for line in result.stdout.splitlines() if line.startswith("[")]
+    if result.returncode != 0 or not verdicts:
+        tail = "\n".join(result.stderr.strip().splitlines()[-5:])
+        raise RuntimeError(
+            f"argument check under {python} failed (exit {result.returncode}): {tail}"
+        )
+    return json.loads(verdicts[-1])

@@ -1,0 +1,1 @@
+"""The training benchmark: a driver each rank runs under DeepSpeed, and its summary schema."""

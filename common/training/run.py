@@ -1,0 +1,48 @@
+"""Run a POC's training benchmark on this machine (one node) and read back its summary."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+from pocforge.frameworks import ADAPTERS, LaunchContext
+from pocforge.frameworks.base import prepare_model
+from pocforge.frameworks.process import LaunchError, ManagedProcess
+from pocforge.spec import PocSpec
+from pocforge.training.summary import TrainingSummary
+
+
+def clear_stale_locks(extensions_dir: Path) -> list[Path]:
+    """Remove ``lock`` files a killed C++ extension build left behind (later builds would
+    wait on them forever). Only call when no build is running."""
+    removed = []
+    for lock in extensions_dir.glob("*/lock"):
+        with contextlib.suppress(OSError):
+            lock.unlink()
+            removed.append(lock)
+    return removed
+
+
+def run_training(
+    spec: PocSpec, out_dir: Path, ctx: LaunchContext, timeout_s: float = 1800
+) -> TrainingSummary:
+    """Train ``spec``'s model for its steps; raise ``LaunchError`` (with the log tail) on failure."""
+    if spec.training is None:
+        raise ValueError(f"{spec.name} has no training section")
+    if spec.cluster.nodes > 1:
+        raise ValueError(
+            f"{spec.name} trains on {spec.cluster.nodes} nodes; run it through playbooks/train.yml"
+        )
+    prepare_model(spec)
+    clear_stale_locks(ctx.repo / ".torch_extensions")
+    (launch,) = ADAPTERS["deepspeed"].plan(spec, ctx, out_dir=out_dir)
+    process = ManagedProcess(launch, out_dir / "train.log", workdir=out_dir)
+    process.start()
+    try:
+        code = process.wait(timeout_s)
+    finally:
+        process.stop()
+    summary_file = out_dir / "summary.json"
+    if code != 0 or not summary_file.is_file():
+        raise LaunchError(f"training exited with code {code}", code, process.log_tail())
+    return TrainingSummary.model_validate_json(summary_file.read_text())

@@ -1,0 +1,93 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+
+@pytest.fixture
+def good_spec_file(tmp_path: Path):
+    """A two-node 8-GPU vLLM spec with the given parallel sizes, written to disk."""
+
+    def _make(tp: int, dp: int, **serving) -> Path:
+        spec = {
+            "poc": {"name": "multi", "customer": "c", "owner": "o"},
+            "model": {"id": "org/m", "facts": {"experts": 0}},
+            "cluster": {
+                "gpu": "H200",
+                "nodes": 2,
+                "gpus_per_node": 8,
+                "hosts": [
+                    {"name": "a", "address": "198.51.100.31"},
+                    {"name": "b", "address": "198.51.100.32"},
+                ],
+            },
+            "serving": {
+                "framework": "vllm",
+                "parallelism": {"tp": tp, "dp": dp},
+                "workloads": [
+                    {
+                        "name": "w",
+                        "dataset": {"kind": "random", "isl": 8, "osl": 8},
+                        "load": {"concurrency": [1]},
+                        "num_prompts": 1,
+                    }
+                ],
+                **serving,
+            },
+        }
+        path = tmp_path / "multi" / "poc.yaml"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(yaml.safe_dump(spec))
+        return path
+
+    return _make
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory) -> Path:
+    """The kit's tiny random Llama, built once per session (no hub)."""
+    from pocforge.models.tiny import make_tiny
+
+    return make_tiny(tmp_path_factory.mktemp("models") / "tiny-llama", arch="llama", seed=0)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def cpu_serving_spec(
+    tmp_path: Path, model: Path, framework: str, name: str = "cpu-serve", **serving
+) -> Path:
+    """A one-node CPU serving spec for ``framework`` on a local model folder."""
+    spec = {
+        "poc": {"name": name, "customer": "pocforge tests", "owner": "tests"},
+        "model": {
+            "id": str(model),
+            "served_name": "tiny",
+            "dtype": "float32",
+            "max_model_len": 512,
+        },
+        "cluster": {"gpu": "cpu", "gpus_per_node": 1},
+        "serving": {
+            "framework": framework,
+            "workloads": [
+                {
+                    "name": "w",
+                    "dataset": {"kind": "random", "isl": 8, "osl": 8},
+                    "load": {"concurrency": [1]},
+                    "num_prompts": 1,
+                }
+            ],
+            **serving,
+        },
+    }
+    path = tmp_path / name / "poc.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(spec))
+    return path

@@ -1,0 +1,77 @@
+"""Launch plans of every example POC (multi-node included) against golden files.
+
+Regenerate after an intended change with ``POCFORGE_UPDATE_GOLDEN=1 pytest tests/frameworks``
+and review the diff: it is exactly what changes on the customer's cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from pocforge.frameworks import LaunchContext, plan_all
+from pocforge.spec import load_spec
+
+from ..conftest import REPO
+
+GOLDEN = REPO / "tests" / "frameworks" / "golden"
+POCS = sorted(
+    p.parent.name for p in (REPO / "pocs").glob("*/poc.yaml") if not p.parent.name.startswith("_")
+)
+
+
+def plan_json(name: str) -> str:
+    spec = load_spec(REPO / "pocs" / name / "poc.yaml")
+    launches = plan_all(spec, LaunchContext(repo=REPO, python="python", sglang_python="python"))
+    text = json.dumps([launch.as_dict() for launch in launches], indent=2, sort_keys=True) + "\n"
+    return text.replace(str(REPO), "<repo>")
+
+
+@pytest.mark.parametrize("name", POCS)
+def test_launch_plan_matches_golden(name):
+    golden = GOLDEN / f"{name}.json"
+    actual = plan_json(name)
+    if os.environ.get("POCFORGE_UPDATE_GOLDEN"):
+        golden.write_text(actual)
+    assert golden.is_file(), f"no golden file for {name}: run with POCFORGE_UPDATE_GOLDEN=1"
+    assert actual == golden.read_text(), (
+        f"launch plan of {name} changed; review and regenerate the golden file"
+    )
+
+
+def test_multi_node_layouts():
+    """The facts the golden files encode, stated once in words."""
+    sglang = json.loads(plan_json("deepseek-v3-fp8-mi355x-sglang"))
+    assert [launch["node_rank"] for launch in sglang] == [0, 1]
+    for launch in sglang:
+        argv = launch["argv"]
+        assert argv[argv.index("--nnodes") + 1] == "2"
+        assert argv[argv.index("--node-rank") + 1] == str(launch["node_rank"])
+        assert argv[argv.index("--dist-init-addr") + 1] == "198.51.100.11:5000"
+        assert (
+            argv[argv.index("--attn-dp-size") + 1] == "16" and "--enable-dp-attention" not in argv
+        )
+    assert sglang[1]["health_url"] is None  # only node 0 serves HTTP
+
+    training = json.loads(plan_json("llama-3-8b-bf16-mi300x-deepspeed"))
+    (launcher,) = training
+    assert launcher["argv"][0] == "deepspeed" and "--num_nodes=4" in launcher["argv"]
+    assert launcher["files"]["hostfile"].splitlines() == [
+        f"198.51.100.2{i} slots=8" for i in range(1, 5)
+    ]
+    ds = json.loads(launcher["files"]["ds_config.json"])
+    assert ds["zero_optimization"]["stage"] == 3 and ds["bf16"] == {"enabled": True}
+
+
+def test_vllm_multi_node_layouts(tmp_path, good_spec_file):
+    """TP across nodes goes through Ray; DP across nodes uses vLLM's native headless ranks."""
+    ray = plan_all(load_spec(good_spec_file(tp=16, dp=1)), LaunchContext(repo=REPO))
+    assert [launch.role for launch in ray] == ["ray-head", "ray-worker", "server"]
+    assert "--distributed-executor-backend" in ray[-1].argv
+
+    native = plan_all(load_spec(good_spec_file(tp=8, dp=2)), LaunchContext(repo=REPO))
+    assert [launch.role for launch in native] == ["server", "headless"]
+    assert native[1].argv[native[1].argv.index("--data-parallel-start-rank") + 1] == "1"
+    assert "--headless" in native[1].argv and native[1].health_url is None

@@ -1,0 +1,261 @@
+"""N throwaway "hosts" on this machine: network namespaces, each with a real sshd.
+
+Layout (``tag`` is unique per fixture): a bridge namespace ``<tag>br`` holds bridge ``br0``;
+every host namespace ``<tag>hN`` has ``eth0`` = 198.51.100.(10+N)/24 on a veth into that
+bridge; the controller (this process, root namespace) reaches them through one more veth,
+``<tag>c`` = 198.51.100.254/24. Each sshd runs inside its host's namespace and in its own
+mount and UTS namespaces: its own hostname and a private ``/opt`` (a bind mount of
+``<workdir>/hN/opt``), so each host reports its own facts. Traffic goes only to these
+namespaces. ``close()`` kills every process inside them by pid, deletes the namespaces and
+the controller veth; it is safe to call twice and runs from a finalizer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SUBNET = "198.51.100"
+CONTROLLER_IP = f"{SUBNET}.254"
+LOCK_PATH = "/run/lock/pocforge-netns.lock"
+
+
+def missing_prerequisites() -> str | None:
+    """Why the fixture cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "needs root (network namespaces)"
+    for tool in ("ip", "unshare", "ssh", "ssh-keygen"):
+        if shutil.which(tool) is None:
+            return f"{tool} not installed (apt-get install iproute2 openssh-client util-linux)"
+    if not Path("/usr/sbin/sshd").exists():
+        return "sshd not installed (apt-get install openssh-server)"
+    return None
+
+
+def _ip(*args: str, netns: str | None = None, check: bool = True) -> subprocess.CompletedProcess:
+    argv = ["ip", *(["-n", netns] if netns else []), *args]
+    return subprocess.run(argv, capture_output=True, text=True, check=check)
+
+
+@dataclass
+class Host:
+    name: str
+    netns: str
+    address: str
+    root: Path  # this host's private files: opt/, sshd config and keys
+    sshd: subprocess.Popen | None = None
+
+    @property
+    def opt(self) -> Path:
+        return self.root / "opt"
+
+
+@dataclass
+class NetnsCluster:
+    workdir: Path
+    count: int = 3
+    tag: str = field(default_factory=lambda: f"pf{os.getpid() % 100000}")
+    hosts: list[Host] = field(default_factory=list)
+    _lock: int | None = None
+    _made_netns: list[str] = field(default_factory=list)
+    _made_links: list[str] = field(default_factory=list)
+
+    # --- setup -------------------------------------------------------------------------
+    def start(self) -> NetnsCluster:
+        Path(LOCK_PATH).parent.mkdir(parents=True, exist_ok=True)
+        self._lock = os.open(LOCK_PATH, os.O_CREAT | os.O_RDWR, 0o600)
+        fcntl.flock(self._lock, fcntl.LOCK_EX)  # one such cluster on the subnet at a time
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.key = self.workdir / "id_ed25519"
+        subprocess.run(
+            [
+                "ssh-keygen",
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-C",
+                "pocforge-test",
+                "-f",
+                str(self.key),
+            ],
+            check=True,
+        )
+        (self.workdir / "authorized_keys").write_text(self.key.with_suffix(".pub").read_text())
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation dir
+
+        bridge_ns = f"{self.tag}br"
+        self._add_netns(bridge_ns)
+        _ip("link", "add", "br0", "type", "bridge", netns=bridge_ns)
+        _ip("link", "set", "br0", "up", netns=bridge_ns)
+        ctl = f"{self.tag}c"
+        _ip("link", "add", ctl, "type", "veth", "peer", "name", f"{self.tag}cb")
+        self._made_links.append(ctl)
+        self._attach(f"{self.tag}cb", bridge_ns)
+        _ip("addr", "add", f"{CONTROLLER_IP}/24", "dev", ctl)
+        _ip("link", "set", ctl, "up")
+
+        for n in range(1, self.count + 1):
+            host = Host(
+                name=f"h{n}",
+                netns=f"{self.tag}h{n}",
+                address=f"{SUBNET}.{10 + n}",
+                root=self.workdir / f"h{n}",
+            )
+            host.opt.mkdir(parents=True)
+            self._add_netns(host.netns)
+            outer, inner = f"{self.tag}h{n}b", f"{self.tag}h{n}e"
+            _ip("link", "add", outer, "type", "veth", "peer", "name", inner)
+            self._attach(outer, bridge_ns)
+            _ip("link", "set", inner, "netns", host.netns)
+            _ip("link", "set", inner, "name", "eth0", netns=host.netns)
+            _ip("addr", "add", f"{host.address}/24", "dev", "eth0", netns=host.netns)
+            _ip("link", "set", "eth0", "up", netns=host.netns)
+            _ip("link", "set", "lo", "up", netns=host.netns)
+            self.hosts.append(host)
+            self.start_sshd(host)
+        for host in self.hosts:
+            self.wait_ssh(host)
+        return self
+
+    def _add_netns(self, name: str) -> None:
+        _ip("netns", "add", name)
+        self._made_netns.append(name)
+        _ip("link", "set", "lo", "up", netns=name)
+
+    def _attach(self, link: str, bridge_ns: str) -> None:
+        _ip("link", "set", link, "netns", bridge_ns)
+        _ip("link", "set", link, "master", "br0", netns=bridge_ns)
+        _ip("link", "set", link, "up", netns=bridge_ns)
+
+    def start_sshd(self, host: Host) -> None:
+        key = host.root / "ssh_host_ed25519_key"
+        if not key.exists():
+            subprocess.run(
+                ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True
+            )
+        config = host.root / "sshd_config"
+        config.write_text(
+            f"ListenAddress {host.address}\nPort 22\nHostKey {key}\n"
+            f"PidFile {host.root / 'sshd.pid'}\n"
+            f"AuthorizedKeysFile {self.workdir / 'authorized_keys'}\n"
+            "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+            "Subsystem sftp internal-sftp\nMaxStartups 100\nMaxSessions 100\n"
+        )
+        script = (
+            f"hostname {host.name} && mount --bind {host.opt} /opt && "
+            f"exec /usr/sbin/sshd -D -e -f {config}"
+        )
+        # ip netns exec and unshare both exec in place, so the Popen pid is sshd's pid.
+        host.sshd = subprocess.Popen(
+            [
+                "ip",
+                "netns",
+                "exec",
+                host.netns,
+                "unshare",
+                "--mount",
+                "--uts",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                script,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=open(host.root / "sshd.log", "ab"),  # noqa: SIM115
+        )
+
+    def wait_ssh(self, host: Host, timeout: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if host.sshd is not None and host.sshd.poll() is not None:
+                log = (host.root / "sshd.log").read_text(errors="replace")
+                raise RuntimeError(f"sshd on {host.name} exited: {log[-500:]}")
+            try:
+                with socket.create_connection((host.address, 22), timeout=1) as conn:
+                    if conn.recv(64).startswith(b"SSH-"):
+                        return
+            except OSError:
+                time.sleep(0.1)
+        raise TimeoutError(f"sshd on {host.name} ({host.address}) did not answer")
+
+    # --- faults the tests inject -----------------------------------------------------------
+    def kill_sshd(self, host: Host) -> None:
+        """Kill every process in the host's namespace (its sshd and its sessions)."""
+        self._kill_netns_pids(host.netns)
+        if host.sshd is not None:
+            host.sshd.wait(timeout=10)
+            host.sshd = None
+
+    def inventory(self, path: Path, **group_vars) -> Path:
+        """An Ansible inventory (YAML) of the hosts, reached as root with the fixture's key."""
+        import yaml
+
+        data = {
+            "all": {
+                "hosts": {h.name: {"ansible_host": h.address} for h in self.hosts},
+                "vars": {
+                    "ansible_user": "root",
+                    "ansible_ssh_private_key_file": str(self.key),
+                    "ansible_python_interpreter": "/usr/bin/python3",
+                    **group_vars,
+                },
+            }
+        }
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
+
+    # --- teardown ----------------------------------------------------------------------------
+    def _kill_netns_pids(self, netns: str) -> None:
+        for _ in range(50):
+            out = _ip("netns", "pids", netns, check=False).stdout.split()
+            pids = [int(p) for p in out if p.isdigit()]
+            if not pids:
+                return
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            for host in self.hosts:  # reap our own children so they do not linger as zombies
+                if host.sshd is not None and host.sshd.pid in pids:
+                    host.sshd.wait(timeout=10)
+                    host.sshd = None
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        try:
+            for name in reversed(self._made_netns):
+                self._kill_netns_pids(name)
+            for name in reversed(self._made_netns):
+                _ip("netns", "del", name, check=False)
+            for link in self._made_links:
+                _ip("link", "del", link, check=False)
+            self._made_netns.clear()
+            self._made_links.clear()
+        finally:
+            if self._lock is not None:
+                fcntl.flock(self._lock, fcntl.LOCK_UN)
+                os.close(self._lock)
+                self._lock = None
+
+    def leftovers(self) -> list[str]:
+        """Namespaces and links of this fixture that still exist (empty after close())."""
+        names = _ip("netns", "list", check=False).stdout
+        found = [
+            line.split()[0]
+            for line in names.splitlines()
+            if line.split() and line.split()[0].startswith(self.tag)
+        ]
+        links = _ip("-o", "link", "show", check=False).stdout
+        found += [f"link {self.tag}c" for line in links.splitlines() if f" {self.tag}c" in line]
+        return found

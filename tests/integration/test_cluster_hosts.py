@@ -1,0 +1,150 @@
+"""Real Ansible against three network-namespace hosts, each with its own sshd, through the
+kit's driver (ansible-runner). One cluster for the module; it is torn down even on failure."""
+
+from __future__ import annotations
+
+import shutil
+import stat
+import textwrap
+
+import pytest
+from netns import NetnsCluster, missing_prerequisites
+
+from pocforge.cluster import ClusterExpectations, run_playbook
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+_why = missing_prerequisites()
+if _why:
+    pytest.skip(f"cluster hosts: {_why}", allow_module_level=True)
+
+# Checks that depend on this machine's kernel tuning, not on the hosts: out of these tests.
+NEUTRAL = {
+    "preflight_kernel_cmdline_required": [],
+    "preflight_disk_min_free_gb": 0,
+    "python_env_path": "/opt/pocforge/venv",
+}
+AMD8 = ClusterExpectations(gpu_required=True, gpu_vendor="amd", gpu_model="MI300X", gpus_per_node=8)
+
+
+def fake_amd_smi(opt, gpus: int) -> None:
+    """A scripted amd-smi in this host's private /opt that reports ``gpus`` MI300X."""
+    tool = opt / "rocm" / "bin" / "amd-smi"
+    tool.parent.mkdir(parents=True, exist_ok=True)
+    (opt / "rocm" / ".info").mkdir(parents=True, exist_ok=True)
+    (opt / "rocm" / ".info" / "version").write_text("6.4.2-120\n")
+    tool.write_text(
+        textwrap.dedent(f"""\
+        #!/usr/bin/env python3
+        import json, sys
+        n = {gpus}
+        if sys.argv[1:2] == ["static"]:
+            json.dump([{{"gpu": i, "asic": {{"market_name": "AMD Instinct MI300X"}},
+                         "bus": {{"bdf": "0000:%02x:00.0" % (5 + 32 * i)}},
+                         "driver": {{"name": "amdgpu", "version": "6.10.5"}},
+                         "vbios": {{"version": "022.040.003.043.000001"}}}} for i in range(n)],
+                      sys.stdout)
+        elif sys.argv[1:2] == ["metric"]:
+            json.dump([{{"gpu": i, "ecc": {{"total_correctable_count": 0,
+                                            "total_uncorrectable_count": 0}}}} for i in range(n)],
+                      sys.stdout)
+        else:
+            print("AMDSMI Tool: 24.7.1 | ROCm version: 6.4.2")
+        """)
+    )
+    tool.chmod(tool.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    made = NetnsCluster(tmp_path_factory.mktemp("netns"), count=3)
+    try:
+        made.start()
+        yield made
+    finally:
+        made.close()
+        assert made.leftovers() == [], "namespaces left behind"
+
+
+@pytest.fixture(scope="module")
+def inventory(cluster, tmp_path_factory):
+    return cluster.inventory(tmp_path_factory.mktemp("inv") / "hosts.yml", **NEUTRAL)
+
+
+def test_bringup_and_preflight_report_each_hosts_own_facts(cluster, inventory, tmp_path):
+    """Every host answers for itself: its hostname and what its private /opt holds."""
+    for host in cluster.hosts:
+        fake_amd_smi(host.opt, 8)
+    up = run_playbook("bringup.yml", inventory, tmp_path)
+    assert up.rc == 0, up.to_dict()
+    check = run_playbook("preflight.yml", inventory, tmp_path, AMD8)
+    assert set(check.hosts) == {"h1", "h2", "h3"}
+    for name, host in check.hosts.items():
+        assert host.facts["host_facts_data"]["hostname"] == name
+        gpu = host.facts["gpu_stack_data"]
+        assert (gpu["vendor"], gpu["count"], gpu["runtime_version"]) == ("amd", 8, "6.4.2-120")
+        assert gpu["tool"] == "/opt/rocm/bin/amd-smi"
+        assert host.checks["gpu_count"].status == "pass"
+        assert host.checks["gpu_driver_version"].status == "pass"
+        assert host.checks["reachable"].status == "pass"
+    saved = tmp_path / "cluster" / "facts" / "h2.json"
+    assert '"hostname": "h2"' in saved.read_text()
+    assert (tmp_path / "cluster" / "ansible" / "preflight" / "job_events").is_dir()
+
+
+def test_seven_of_eight_gpus_fails_only_that_host(cluster, inventory, tmp_path):
+    """A host whose amd-smi reports 7 GPUs fails gpu_count naming 8 and 7; the others pass."""
+    for host in cluster.hosts:
+        fake_amd_smi(host.opt, 7 if host.name == "h2" else 8)
+    result = run_playbook("preflight.yml", inventory, tmp_path, AMD8)
+    bad = result.hosts["h2"].checks["gpu_count"]
+    assert bad.status == "fail" and "expected 8, found 7" in bad.message
+    assert result.hosts["h2"].status == "failed"
+    assert "gpu_count: expected 8, found 7" in result.hosts["h2"].error
+    for name in ("h1", "h3"):
+        assert result.hosts[name].checks["gpu_count"].status == "pass"
+    assert [f.host for f in result.failures() if f.check == "gpu_count"] == ["h2"]
+
+
+def test_no_gpu_is_skipped_unless_required(cluster, inventory, tmp_path):
+    """Without GPUs the GPU checks say "skipped: no GPU"; required GPUs make them fail."""
+    for host in cluster.hosts:
+        shutil.rmtree(host.opt / "rocm", ignore_errors=True)
+    relaxed = run_playbook("preflight.yml", inventory, tmp_path, ClusterExpectations())
+    for host in relaxed.hosts.values():
+        rec = host.checks["gpu_count"]
+        assert rec.status == "skip" and rec.message == "gpu_count: skipped: no GPU"
+        assert host.status == "ok", host.error
+    strict = run_playbook("preflight.yml", inventory, tmp_path, AMD8)
+    for host in strict.hosts.values():
+        assert "expected 8, found 0" in host.checks["gpu_count"].message
+
+
+def test_second_bringup_changes_nothing(cluster, inventory, tmp_path):
+    """bringup is idempotent: the venv and the staged weights are made once."""
+    shared = tmp_path / "shared-weights"
+    shared.mkdir()
+    (shared / "config.json").write_text('{"layers": 2}')
+    (shared / "weights.bin").write_bytes(b"\0" * 4096)
+    extra = {"model_staging_source": str(shared), "model_staging_dest": "/opt/models/tiny"}
+    first = run_playbook("bringup.yml", inventory, tmp_path, extravars=extra)
+    assert first.rc == 0 and all(h.changed > 0 for h in first.hosts.values())
+    second = run_playbook("bringup.yml", inventory, tmp_path, extravars=extra)
+    assert second.rc == 0
+    assert {n: h.changed_tasks for n, h in second.hosts.items()} == {"h1": [], "h2": [], "h3": []}
+    for host in cluster.hosts:  # each host's private /opt received its own copy
+        assert (host.opt / "models" / "tiny" / "weights.bin").stat().st_size == 4096
+
+
+def test_unreachable_host_is_named_and_the_others_finish(cluster, inventory, tmp_path):
+    """Killing h3's sshd makes h3 unreachable; h1 and h2 still complete every check."""
+    for host in cluster.hosts:
+        shutil.rmtree(host.opt / "rocm", ignore_errors=True)
+    cluster.kill_sshd(cluster.hosts[2])
+    result = run_playbook("preflight.yml", inventory, tmp_path, ClusterExpectations())
+    assert result.hosts["h3"].status == "unreachable"
+    rec = result.hosts["h3"].checks["reachable"]
+    assert rec.status == "fail" and rec.measured == "unreachable"
+    for name in ("h1", "h2"):
+        assert result.hosts[name].status == "ok", result.hosts[name].error
+        assert "disk_free" in result.hosts[name].checks
