@@ -14,7 +14,15 @@ from rich.console import Console
 from rich.table import Table
 
 from pocforge.cli.common import fail, pocs_or_paths
-from pocforge.spec import SpecError, load_poc, load_spec, pocs_dir, public_dump, resolve_spec_path
+from pocforge.spec import (
+    SpecError,
+    load_poc,
+    load_spec,
+    pocs_dir,
+    public_dump,
+    repo_root,
+    resolve_spec_path,
+)
 from pocforge.spec.docs import spec_markdown
 from pocforge.spec.models import NAME_PATTERN, PocSpec
 
@@ -103,18 +111,38 @@ def new_cmd(name: str, base: str | None) -> None:
 
 @click.command("validate")
 @click.argument("targets", nargs=-1)
-def validate_cmd(targets: tuple[str, ...]) -> None:
+@click.option(
+    "--framework-check/--no-framework-check",
+    default=True,
+    show_default=True,
+    help="Also check every launch with the installed framework's own parser (vLLM, SGLang, DeepSpeed).",
+)
+def validate_cmd(targets: tuple[str, ...], framework_check: bool) -> None:
     """Check POC specs (names, folders or files; default: every POC). Exit 2 on any problem."""
     bad = 0
+    specs = []
     for target in targets or pocs_or_paths(()):
         try:
-            spec = load_spec(resolve_spec_path(target))
+            specs.append(load_spec(resolve_spec_path(target)))
         except SpecError as exc:
             bad += 1
             for problem in exc.problems:
                 click.echo(str(problem), err=True)
-            continue
-        click.echo(f"ok  {spec.name}  ({_summary(spec)})")
+    problems: dict[str, list[str]] = {}
+    if framework_check and specs:
+        from pocforge.frameworks import LaunchContext
+        from pocforge.frameworks.checks import framework_problems
+
+        problems, notes = framework_problems(specs, LaunchContext.local(repo_root()))
+        for note in notes:
+            click.echo(f"note: {note}", err=True)
+    for spec in specs:
+        if spec.name in problems:
+            bad += 1
+            for problem in problems[spec.name]:
+                click.echo(f"{spec.source_file}: {problem}", err=True)
+        else:
+            click.echo(f"ok  {spec.name}  ({_summary(spec)})")
     if bad:
         click.echo(f"{bad} spec(s) with problems", err=True)
         sys.exit(2)

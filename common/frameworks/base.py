@@ -63,8 +63,9 @@ class Adapter(Protocol):
     def plan(self, spec: PocSpec, ctx: LaunchContext) -> list[NodeLaunch]:
         """Every node's launch for this framework's deployment in ``spec``."""
 
-    def check(self, launches: list[NodeLaunch], ctx: LaunchContext) -> list[str]:
-        """Problems the framework's own parser finds ([] when fine; skipped if not installed)."""
+    def check(self, launches: list[NodeLaunch], ctx: LaunchContext) -> list[tuple[NodeLaunch, str]]:
+        """Launches the framework's own parser rejects, with its message ([] when all are
+        fine); raises ``ArgcheckUnavailable`` when the framework is not installed."""
 
 
 @dataclass

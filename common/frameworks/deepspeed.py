@@ -4,10 +4,9 @@ One node runs ``torchrun`` with one process per GPU; several nodes run the ``dee
 launcher on node 0 with a hostfile (it starts the other nodes over SSH). Every rank runs
 ``pocforge.training.driver``.
 
-The config is checked twice: by DeepSpeed's own ``DeepSpeedConfig`` (types, nested keys)
-and by us for top-level keys DeepSpeed never reads (it accepts those silently, so a typo
-like ``zero_optimisation`` would quietly train without ZeRO). Both checks run in a
-subprocess so the kit itself never imports DeepSpeed.
+The config is checked by DeepSpeed's own ``DeepSpeedConfig`` (types, nested keys) and for
+top-level keys DeepSpeed never reads (``argcheck/deepspeed_config.py``), in a subprocess so
+the kit itself never imports DeepSpeed.
 
 On a CPU: ``DS_ACCELERATOR=cpu``, gloo, ``torch_adam`` (the fused CPU Adam takes minutes to
 compile), C++ extensions built into the project's ``.torch_extensions`` (the shared-memory
@@ -17,10 +16,10 @@ comm op compiles once per machine, about 2.5 minutes), stale build locks removed
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 from pocforge.catalog import gpu
+from pocforge.frameworks.argcheck.run import run_argcheck
 from pocforge.frameworks.base import LaunchContext, NodeLaunch, model_path, node_hosts
 from pocforge.spec import PocSpec
 
@@ -144,53 +143,12 @@ class DeepSpeedAdapter:
             ]
         return [NodeLaunch("training", self.name, 0, hosts[0], "launcher", argv, env, files)]
 
-    def check(self, launches: list[NodeLaunch], ctx: LaunchContext) -> list[str]:
-        """DeepSpeed's own config class plus the unknown-top-level-key check."""
-        config = json.loads(launches[0].files["ds_config.json"])
-        return check_ds_config(config, ctx.python)
-
-
-_CHECK = """
-import json, sys
-from deepspeed.runtime.config import DeepSpeedConfig
-
-class Tracked(dict):
-    seen = set()
-    def __getitem__(self, key):
-        Tracked.seen.add(key); return super().__getitem__(key)
-    def get(self, key, default=None):
-        Tracked.seen.add(key); return super().get(key, default)
-    def __contains__(self, key):
-        Tracked.seen.add(key); return super().__contains__(key)
-
-config = Tracked(json.load(sys.stdin))
-problems = []
-try:
-    DeepSpeedConfig(config)
-except Exception as exc:
-    problems.append(" ".join(str(exc).split()))
-problems += [f"unknown top-level key {key!r}: DeepSpeed ignores it silently" for key in config if key not in Tracked.seen]
-print(json.dumps(problems))
-"""
-
-
-def check_ds_config(config: dict, python: str) -> list[str]:
-    """Problems DeepSpeed (run by ``python``) finds in ``config``; [] when it is sound."""
-    result = subprocess.run(
-        [python, "-c", _CHECK],
-        input=json.dumps(config),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={"DS_ACCELERATOR": "cpu", "PATH": "/usr/bin:/bin"},
-    )
-    lines = [line for line in result.stdout.splitlines() if line.startswith("[")]
-    if result.returncode != 0 or not lines:
-        if "No module named 'deepspeed'" in result.stderr:
-            from pocforge.frameworks.argcheck.run import ArgcheckUnavailable
-
-            raise ArgcheckUnavailable(f"deepspeed is not installed for {python}")
-        raise RuntimeError(
-            f"DeepSpeed config check failed: {result.stderr.strip().splitlines()[-1:]}"
-        )
-    return json.loads(lines[-1])
+    def check(self, launches: list[NodeLaunch], ctx: LaunchContext) -> list[tuple[NodeLaunch, str]]:
+        """DeepSpeed's own config class plus the unknown-top-level-key check, per launch."""
+        configs = [json.loads(launch.files["ds_config.json"]) for launch in launches]
+        verdicts = run_argcheck(ctx.python, "deepspeed_config", configs)
+        return [
+            (launch, f"DeepSpeed rejects ds_config.json: {verdict}")
+            for launch, verdict in zip(launches, verdicts, strict=True)
+            if verdict
+        ]

@@ -106,13 +106,13 @@ class SglangAdapter:
             options[key.removeprefix("--")] = value
         return flag_args(options)
 
-    def check(self, launches: list[NodeLaunch], ctx: LaunchContext) -> list[str]:
+    def check(self, launches: list[NodeLaunch], ctx: LaunchContext) -> list[tuple[NodeLaunch, str]]:
         """SGLang's own ``prepare_server_args`` on every node's arguments."""
         verdicts = run_argcheck(
             ctx.sglang_python, "sglang_args", [launch.check_args for launch in launches]
         )
         return [
-            f"node {launch.node_rank}: SGLang rejects the arguments: {verdict}"
+            (launch, f"SGLang rejects the arguments: {verdict}")
             for launch, verdict in zip(launches, verdicts, strict=True)
             if verdict
         ]

@@ -161,12 +161,12 @@ class VllmAdapter:
 
     # ------------------------------------------------------------------ checks
 
-    def check(self, launches: list[NodeLaunch], ctx: LaunchContext) -> list[str]:
+    def check(self, launches: list[NodeLaunch], ctx: LaunchContext) -> list[tuple[NodeLaunch, str]]:
         """vLLM's own parser on every server launch (raises ArgcheckUnavailable without vLLM)."""
         servers = [launch for launch in launches if launch.check_args is not None]
         verdicts = run_argcheck(ctx.python, "vllm_args", [launch.check_args for launch in servers])
         return [
-            f"node {launch.node_rank} ({launch.role}): vLLM rejects the arguments: {verdict}"
+            (launch, f"vLLM rejects the arguments: {verdict}")
             for launch, verdict in zip(servers, verdicts, strict=True)
             if verdict
         ]

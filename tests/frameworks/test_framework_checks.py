@@ -6,11 +6,12 @@ in its own environment), so they skip when that framework is not installed.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from pocforge.frameworks import ADAPTERS, LaunchContext
 from pocforge.frameworks.argcheck.run import ArgcheckUnavailable
-from pocforge.frameworks.deepspeed import check_ds_config, ds_config
 from pocforge.spec import load_spec
 
 from ..conftest import REPO
@@ -19,49 +20,49 @@ CTX = LaunchContext.local(REPO)
 pytestmark = pytest.mark.integration
 
 
-def checked(framework: str, launches) -> list[str]:
+def rejected(framework: str, launches) -> list[tuple[int, str]]:
+    """(index of the rejected launch, message) for each launch the framework refuses."""
     try:
-        return ADAPTERS[framework].check(launches, CTX)
+        found = ADAPTERS[framework].check(launches, CTX)
     except ArgcheckUnavailable as exc:
         pytest.skip(str(exc))
+    return [(next(i for i, x in enumerate(launches) if x is launch), msg) for launch, msg in found]
 
 
-def demo_with(**engine_args):
-    spec = load_spec(REPO / "pocs" / "demo" / "poc.yaml")
-    spec.serving.engine_args.update(engine_args)
-    return spec
+def load(name: str):
+    return load_spec(REPO / "pocs" / name / "poc.yaml")
 
 
-def test_vllm_accepts_every_example_and_rejects_a_typo():
-    good = ADAPTERS["vllm"].plan(demo_with(), CTX)
-    bad = ADAPTERS["vllm"].plan(demo_with(**{"max-num-seqz": 4}), CTX)
-    worse = ADAPTERS["vllm"].plan(demo_with(**{"max-num-seqs": "many"}), CTX)
-    problems = checked("vllm", good + bad + worse)
-    assert len(problems) == 2, problems
-    assert "vLLM rejects the arguments: unrecognized arguments: --max-num-seqz" in problems[0]
-    assert "argument --max-num-seqs: invalid int value: 'many'" in problems[1]
+def test_vllm_rejects_a_typo_and_a_bad_value_with_its_own_message():
+    launches = []
+    for extra in ({}, {"max-num-seqz": 4}, {"max-num-seqs": "many"}):
+        spec = load("demo")
+        spec.serving.engine_args.update(extra)
+        launches += ADAPTERS["vllm"].plan(spec, CTX)
+    found = rejected("vllm", launches)
+    assert [index for index, _ in found] == [1, 2], found
+    assert "vLLM rejects the arguments: unrecognized arguments: --max-num-seqz" in found[0][1]
+    assert "argument --max-num-seqs: invalid int value: 'many'" in found[1][1]
 
 
 def test_sglang_rejects_a_typo_and_accepts_the_multi_node_example():
-    example = load_spec(REPO / "pocs" / "deepseek-v3-fp8-mi355x-sglang" / "poc.yaml")
+    example = load("deepseek-v3-fp8-mi355x-sglang")
     launches = ADAPTERS["sglang"].plan(example, CTX)
     example.serving.engine_args["chunked-prefil-size"] = 1
     launches += ADAPTERS["sglang"].plan(example, CTX)[:1]
-    problems = checked("sglang", launches)
-    assert problems == [
-        "node 0: SGLang rejects the arguments: unrecognized arguments: --chunked-prefil-size 1"
+    assert rejected("sglang", launches) == [
+        (2, "SGLang rejects the arguments: unrecognized arguments: --chunked-prefil-size 1")
     ]
 
 
 def test_deepspeed_config_checked_by_deepspeed_and_for_silent_keys():
-    spec = load_spec(REPO / "pocs" / "demo" / "poc.yaml")
-    config = ds_config(spec)
-    try:
-        assert check_ds_config(config, CTX.python) == []
-        config["zero_optimisation"] = {"stage": 3}  # the typo DeepSpeed would swallow
-        config["zero_optimization"]["stages"] = 2
-        problems = check_ds_config(config, CTX.python)
-    except ArgcheckUnavailable as exc:
-        pytest.skip(str(exc))
-    assert any("stages" in p and "Extra inputs are not permitted" in p for p in problems), problems
-    assert "unknown top-level key 'zero_optimisation': DeepSpeed ignores it silently" in problems
+    good = ADAPTERS["deepspeed"].plan(load("demo"), CTX)[0]
+    bad = ADAPTERS["deepspeed"].plan(load("demo"), CTX)[0]
+    config = json.loads(bad.files["ds_config.json"])
+    config["zero_optimisation"] = {"stage": 3}  # the typo DeepSpeed would swallow
+    config["zero_optimization"]["stages"] = 2
+    bad.files["ds_config.json"] = json.dumps(config)
+    ((index, message),) = rejected("deepspeed", [good, bad])
+    assert index == 1
+    assert "stages" in message and "Extra inputs are not permitted" in message
+    assert "unknown top-level key 'zero_optimisation': DeepSpeed ignores it silently" in message
