@@ -8,7 +8,7 @@ RUN   ?=
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-unit lint fmt demo validate spec-docs bench bench-client bench-kernels cluster-up cluster-check cluster-collectives cluster-down clean
+.PHONY: help setup test test-unit test-kernels lint fmt demo validate spec-docs bench bench-client bench-kernels cluster-up cluster-check cluster-collectives cluster-down clean
 
 help: ## List every target with one line each
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -46,7 +46,10 @@ bench-client: ## Our load generator vs vLLM's client on a scripted server with k
 	$(BIN)/python -m pocforge.bench.client_bench
 
 bench-kernels: ## Kernel roofline table (on a CPU: correctness only, no meaningful timing)
-	$(BIN)/python -m pocforge.kernels.bench
+	$(BIN)/python -m pocforge.kernels.bench --json results/kernels-bench.json
+
+test-kernels: ## Only the kernel suite (Triton interpreter on a CPU)
+	TRITON_INTERPRET=1 $(BIN)/pytest tests/kernels
 
 cluster-up: ## Bring the POC's cluster up (facts, GPU stack, NICs, env, weights): make cluster-up POC=<name>
 	$(BIN)/pocforge cluster up $(POC)

@@ -22,7 +22,7 @@ setup(
     package_dir=package_dir,
     package_data={
         "pocforge": ["**/*.yaml", "**/*.json", "**/*.j2"],
-        "pocforge.kernels": ["**/*.json"],
+        "pocforge.kernels": ["**/*.json", "**/*.yaml"],
     },
     include_package_data=True,
 )

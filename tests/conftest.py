@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+# Kernels run under the Triton interpreter on this CPU machine; it must be set before any
+# kernel module is imported, whichever test folder imports one first.
+os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest
 

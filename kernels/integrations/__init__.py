@@ -1,0 +1,1 @@
+"""Hooks that put pocforge kernels into frameworks: Hugging Face models (:mod:`.hf`)."""

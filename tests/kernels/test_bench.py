@@ -1,0 +1,60 @@
+"""The benchmark harness: correctness-only on a CPU, roofline maths, device matching, CLI."""
+
+import json
+
+import pytest
+
+from pocforge.kernels.bench import __main__ as cli
+from pocforge.kernels.bench import run_benchmarks
+from pocforge.kernels.bench.roofline import Roofline, match_device
+
+
+def test_cpu_run_checks_correctness_and_reports_no_timing():
+    """On a CPU every row is checked against its reference and carries no time at all."""
+    result = run_benchmarks(["rms_norm", "fused_moe"])
+    assert result["timed"] is False and "no timing" in result["note"]
+    assert [row["op"] for row in result["rows"]] == ["rms_norm", "fused_moe"]
+    for row in result["rows"]:
+        assert row["correct"], row
+        assert not {"median_ms", "gbps", "tflops", "roofline_pct"} & set(row)
+    assert set(result["metrics"]) >= {"median_ms", "roofline_pct", "vs_torch", "vs_vllm"}
+    assert result["metadata"]["versions"]["torch"]
+
+
+def test_unknown_op_is_refused():
+    with pytest.raises(ValueError, match="unknown op"):
+        run_benchmarks(["softmax"])
+
+
+@pytest.mark.parametrize(
+    "name,key",
+    [
+        ("NVIDIA H100 80GB HBM3", "H100"),
+        ("NVIDIA H200", "H200"),
+        ("AMD Instinct MI300X", "MI300X"),
+        ("AMD Instinct MI325X", "MI325X"),
+        ("NVIDIA GeForce RTX 4090", None),
+        ("cpu", "cpu"),
+    ],
+)
+def test_device_names_match_the_catalog(name, key):
+    assert match_device(name) == key
+
+
+def test_roofline_picks_the_binding_resource():
+    """MI300X: 5.3 TB/s, 1307.4 bf16 TFLOP/s (devices.yaml)."""
+    mi300x = Roofline.for_device("MI300X")
+    seconds, bound = mi300x.floor(5.3e12, 1.0, "bf16")
+    assert bound == "memory" and seconds == pytest.approx(1.0)
+    seconds, bound = mi300x.floor(1.0, 2 * 1307.4e12, "bf16")
+    assert bound == "compute" and seconds == pytest.approx(2.0)
+    assert Roofline.for_device("cpu") is None  # no roofline applies to the CPU
+
+
+def test_command_line_writes_json(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    assert cli.main(["--op", "silu_and_mul", "--json", str(out)]) == 0
+    written = json.loads(out.read_text())
+    assert written["schema"] == "pocforge.kernels.bench/1"
+    assert written["rows"][0]["op"] == "silu_and_mul"
+    assert "no timing" in capsys.readouterr().out.replace("\n", " ")
