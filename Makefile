@@ -8,7 +8,7 @@ RUN   ?=
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-unit test-kernels lint fmt demo validate spec-docs bench bench-client bench-kernels cluster-up cluster-check cluster-collectives cluster-down clean
+.PHONY: help setup test test-unit test-kernels lint fmt demo validate spec-docs bench bench-client bench-kernels bench-report report patch-check patch unpatch cluster-up cluster-check cluster-collectives cluster-down clean
 
 help: ## List every target with one line each
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -40,16 +40,31 @@ spec-docs: ## Regenerate pocs/SPEC.md from the spec models
 demo: ## The deepest real path the kit has, on this machine, for pocs/demo
 	@scripts/demo.sh
 
-bench: bench-client bench-kernels ## Every benchmark (printed tables, ratios against peers in the same run)
+bench: bench-client bench-kernels bench-report ## Every benchmark (printed tables, ratios against peers in the same run)
 
 bench-client: ## Our load generator vs vLLM's client on a scripted server with known timings
 	$(BIN)/python -m pocforge.bench.client_bench
+
+bench-report: ## Dashboard of a 1,000,000-request run: render time and size (targets < 10 s, < 10 MiB)
+	$(BIN)/python -m pocforge.report.bench_large
+
+report: ## Dashboard of a run (newest of POC unless RUN=…); REPORT_ARGS="--pdf --compare demo/<id>"
+	$(BIN)/pocforge report $(POC)$(if $(RUN),/$(RUN)) $(REPORT_ARGS)
 
 bench-kernels: ## Kernel roofline table (on a CPU: correctness only, no meaningful timing)
 	$(BIN)/python -m pocforge.kernels.bench --json results/kernels-bench.json
 
 test-kernels: ## Only the kernel suite (Triton interpreter on a CPU)
 	TRITON_INTERPRET=1 $(BIN)/pytest tests/kernels
+
+patch-check: ## Dry-run the POC's framework patches against the installed framework: make patch-check POC=<name>
+	$(BIN)/pocforge patch check $(POC)
+
+patch: ## Apply the POC's framework patches (all or nothing; backups kept for a byte-exact revert)
+	$(BIN)/pocforge patch apply $(POC)
+
+unpatch: ## Revert the POC's framework patches byte for byte
+	$(BIN)/pocforge patch revert $(POC)
 
 cluster-up: ## Bring the POC's cluster up (facts, GPU stack, NICs, env, weights): make cluster-up POC=<name>
 	$(BIN)/pocforge cluster up $(POC)

@@ -9,7 +9,18 @@ import click
 from pocforge import __version__
 
 # Modules that add commands to ``main``; each defines ``register(main)``.
-_VERB_MODULES = ["pocforge.cli.spec", "pocforge.cli.launch", "pocforge.cli.cluster"]
+_VERB_MODULES = [
+    "pocforge.cli.spec",
+    "pocforge.cli.launch",
+    "pocforge.cli.run",
+    "pocforge.cli.patch",
+    "pocforge.cli.bench",
+    "pocforge.cli.train",  # adds `bench train` to the bench group
+    "pocforge.cli.model",
+    "pocforge.cli.cluster",
+    "pocforge.cli.results",
+    "pocforge.cli.report",
+]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -13,6 +13,7 @@ import click
 
 from pocforge.cli.common import fail
 from pocforge.frameworks import ADAPTERS, LaunchContext, plan_all
+from pocforge.frameworks.base import prepare_model
 from pocforge.frameworks.process import LaunchError, ManagedProcess
 from pocforge.spec import SpecError, load_poc, repo_root
 
@@ -75,10 +76,12 @@ def launch_cmd(
             f"{spec.name} spans {spec.cluster.nodes} nodes: use `pocforge cluster` / playbooks/serve.yml, or --print"
         )
     spec.require_secrets()
+    prepare_model(spec)
     ctx = LaunchContext.local(repo_root(), host_override="127.0.0.1", port=port)
     (launch,) = ADAPTERS[spec.serving.framework].plan(spec, ctx)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    log = repo_root() / "results" / spec.name / "launch" / f"{launch.framework}-{stamp}.log"
+    # Not under results/<poc>/: that folder holds runs only.
+    log = repo_root() / ".artifacts" / "logs" / f"{spec.name}-{launch.framework}-{stamp}.log"
     process = ManagedProcess(launch, log).start()
     signal.signal(signal.SIGTERM, _interrupt)
     try:

@@ -128,12 +128,19 @@ def validate_cmd(targets: tuple[str, ...], framework_check: bool) -> None:
             bad += 1
             for problem in exc.problems:
                 click.echo(str(problem), err=True)
+    from pocforge.frameworks.patching import spec_problems as patch_problems
+
     problems: dict[str, list[str]] = {}
+    for spec in specs:
+        if found := patch_problems(spec):
+            problems[spec.name] = [f"patches: {p}" for p in found]
     if framework_check and specs:
         from pocforge.frameworks import LaunchContext
         from pocforge.frameworks.checks import framework_problems
 
-        problems, notes = framework_problems(specs, LaunchContext.local(repo_root()))
+        checked, notes = framework_problems(specs, LaunchContext.local(repo_root()))
+        for name, found in checked.items():
+            problems.setdefault(name, []).extend(found)
         for note in notes:
             click.echo(f"note: {note}", err=True)
     for spec in specs:

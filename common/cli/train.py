@@ -2,59 +2,44 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from pathlib import Path
+import sys
 
 import click
 from rich.console import Console
 from rich.table import Table
 
 from pocforge.cli.common import fail
-from pocforge.frameworks import LaunchContext
 from pocforge.frameworks.process import LaunchError
-from pocforge.spec import SpecError, load_poc, repo_root
-from pocforge.training.run import run_training
+from pocforge.spec import SpecError, load_poc
 from pocforge.training.summary import TrainingSummary
 
 
 @click.command("train")
 @click.argument("poc")
-@click.option(
-    "--out",
-    type=click.Path(file_okay=False, path_type=Path),
-    help="Output folder (default: results/<poc>/train-<time>).",
-)
-@click.option(
-    "--timeout",
-    "timeout_s",
-    type=float,
-    default=1800,
-    show_default=True,
-    help="Seconds before the run is stopped.",
-)
-def train_cmd(poc: str, out: Path | None, timeout_s: float) -> None:
-    """Train POC's model for its steps with DeepSpeed; print tokens/s/GPU, MFU and the loss curve."""
+def train_cmd(poc: str) -> None:
+    """Train POC's model for its steps with DeepSpeed as a run of its own (results/<poc>/<run>/training/);
+    print tokens/s/GPU, TFLOP/s, MFU, peak memory and the loss."""
+    from pocforge.runner import RunnerError, run_poc
+
     try:
         spec = load_poc(poc)
     except SpecError as exc:
         fail(str(exc))
     if spec.training is None:
         fail(f"{spec.name} has no training section")
-    if spec.cluster.nodes > 1:
-        fail(
-            f"{spec.name} trains on {spec.cluster.nodes} nodes: run it with `pocforge cluster` (playbooks/train.yml)"
-        )
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    out = out or repo_root() / "results" / spec.name / f"train-{stamp}"
-    click.echo(
-        f"training {spec.name}: ZeRO-{spec.training.zero_stage}, {spec.training.steps} steps; log: {out / 'train.log'}"
-    )
     try:
-        summary = run_training(spec, out, LaunchContext.local(repo_root()), timeout_s)
+        run = run_poc(spec, only=["training"], say=click.echo)
+    except (RunnerError, SpecError) as exc:
+        fail(str(exc))
     except LaunchError as exc:
         fail(str(exc), code=1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    summary = TrainingSummary.model_validate_json(
+        (run.path / "training" / "summary.json").read_text()
+    )
     Console().print(summary_table(summary))
-    click.echo(f"summary: {out / 'summary.json'}")
+    click.echo(f"run: {run.path}")
 
 
 def summary_table(summary: TrainingSummary) -> Table:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import time
 import urllib.error
@@ -18,6 +19,13 @@ from collections import deque
 from pathlib import Path
 
 from pocforge.frameworks.base import NodeLaunch
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` right now (for servers started here)."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
 
 
 class LaunchError(RuntimeError):
@@ -124,6 +132,9 @@ class ManagedProcess:
                 self._signal(signal.SIGKILL)
                 self.proc.wait(timeout=10)
         self._signal(signal.SIGKILL)  # stragglers left in the group by a clean exit
+        deadline = time.monotonic() + 10
+        while self.live_group_members() and time.monotonic() < deadline:
+            time.sleep(0.05)  # a killed process lingers until the kernel has torn it down
         return self.proc.returncode
 
     def _signal(self, sig: int) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pocforge.frameworks.argcheck.run import run_argcheck
 from pocforge.frameworks.base import LaunchContext, NodeLaunch, flag_args, model_path, node_hosts
+from pocforge.kernels.integrations.sglang_hook import launch_env
 from pocforge.spec import PocSpec
 
 DIST_PORT = 5000
@@ -52,6 +53,12 @@ class SglangAdapter:
         if spec.cluster.gpu == "cpu":
             env["SGLANG_USE_CPU_ENGINE"] = "1"
             env["PYTHONPATH"] = str(SHIMS)
+        if serving.kernels:  # the kit's SGLang plugin, found through PYTHONPATH (see sglang_hook)
+            env.update(
+                launch_env(
+                    serving.kernels, cpu=spec.cluster.gpu == "cpu", pythonpath=env.get("PYTHONPATH")
+                )
+            )
         launches = []
         for rank, host in enumerate(hosts):
             args = self._args(spec, ctx, rank, hosts[0], port)

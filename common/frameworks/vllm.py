@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pocforge.frameworks.argcheck.run import run_argcheck
 from pocforge.frameworks.base import LaunchContext, NodeLaunch, flag_args, model_path, node_hosts
+from pocforge.kernels.integrations.vllm_plugin import custom_ops
 from pocforge.spec import PocSpec
 
 RAY_PORT = 6379
@@ -24,13 +25,6 @@ QUANTIZATION = {
     "awq": "awq",
     "gptq": "gptq",
     "mxfp4": "mxfp4",
-}
-# Kit kernels -> the vLLM CustomOp names the kit's plugin registers out of tree.
-CUSTOM_OPS = {
-    "rms_norm": "rms_norm",
-    "silu_and_mul": "silu_and_mul",
-    "rotary_embedding": "rotary_embedding",
-    "fused_moe": "fused_moe",
 }
 
 
@@ -142,9 +136,9 @@ class VllmAdapter:
             "kv-cache-dtype": model.kv_cache_dtype if model.kv_cache_dtype != "auto" else None,
             "revision": model.revision,
         }
-        ops = [CUSTOM_OPS[k] for k in serving.kernels if k in CUSTOM_OPS]
-        if ops:
-            options["compilation-config"] = {"custom_ops": ["none", *(f"+{op}" for op in ops)]}
+        enable = custom_ops(serving.kernels)  # the vLLM op names the kit's plugin replaces
+        if enable:
+            options["compilation-config"] = {"custom_ops": ["none", *enable]}
         for key, value in serving.engine_args.items():
             options[key.removeprefix("--")] = value  # passthrough wins over derived values
         return flag_args(options)
@@ -154,6 +148,10 @@ class VllmAdapter:
         if spec.serving.kernels:
             env["VLLM_PLUGINS"] = "pocforge_kernels"
             env["POCFORGE_VLLM_KERNELS"] = ",".join(spec.serving.kernels)
+            if spec.cluster.gpu == "cpu":
+                env["TRITON_INTERPRET"] = (
+                    "1"  # Triton has no CPU backend; the interpreter runs the kernels
+                )
         if spec.cluster.gpu == "cpu":
             env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; the tiny model needs little
             env.setdefault("VLLM_TARGET_DEVICE", "cpu")

@@ -180,19 +180,19 @@ def _lengths(value: Any) -> Any:
 
 
 class Lengths(Strict):
-    distribution: Literal["fixed", "uniform", "normal", "lognormal"] = Field(
+    distribution: Literal["fixed", "uniform", "normal"] = Field(
         "fixed", description="How token counts are drawn."
     )
     mean: int = Field(ge=1, description="Mean (or fixed) token count.")
-    std: float = Field(0, ge=0, description="Standard deviation (normal, lognormal).")
-    min: int | None = Field(None, ge=1, description="Lower clip.")
-    max: int | None = Field(None, ge=1, description="Upper clip.")
+    std: float = Field(0, ge=0, description="Standard deviation (normal).")
+    min: int | None = Field(None, ge=1, description="Lower bound (uniform) or clip (normal).")
+    max: int | None = Field(None, ge=1, description="Upper bound (uniform) or clip (normal).")
 
     @model_validator(mode="after")
     def _shape(self) -> Lengths:
         if self.distribution == "uniform" and (self.min is None or self.max is None):
             raise ValueError("a uniform distribution needs min and max")
-        if self.distribution in ("normal", "lognormal") and self.std == 0:
+        if self.distribution == "normal" and self.std == 0:
             raise ValueError(f"a {self.distribution} distribution needs std > 0")
         if self.min is not None and self.max is not None and self.min > self.max:
             raise ValueError(f"min ({self.min}) is larger than max ({self.max})")
@@ -274,7 +274,9 @@ class Slo(Strict):
     metric: Literal["ttft_ms", "tpot_ms", "itl_ms", "e2el_ms"] = Field(
         description="Latency metric."
     )
-    percentile: float = Field(99, gt=0, le=100, description="Percentile the SLO is judged at.")
+    percentile: Literal[50, 90, 95, 99, 99.9] = Field(
+        99, description="Percentile the SLO is judged at."
+    )
     max_ms: float = Field(gt=0, description="Upper bound in milliseconds.")
 
 

@@ -64,7 +64,10 @@ def test_validate_catches_an_engine_arg_typo_with_vllms_own_parser(tmp_path):
     if "vllm arguments not checked" in result.stderr:
         pytest.skip("vLLM is not installed here")
     assert result.returncode == 2, result.stdout + result.stderr
-    assert "serving node 0 (server): vLLM rejects the arguments: unrecognized arguments: --max-num-seqz" in result.stderr
+    assert (
+        "serving node 0 (server): vLLM rejects the arguments: unrecognized arguments: --max-num-seqz"
+        in result.stderr
+    )
 
 
 def test_validate_unknown_poc_suggests(tmp_path):
@@ -120,7 +123,12 @@ def test_new_from_template(workspace):
         (workspace / "pocs" / "qwen-72b-bf16-mi325x-vllm" / "poc.yaml").read_text()
     )
     assert spec["poc"]["name"] == "qwen-72b-bf16-mi325x-vllm"
-    assert run("validate", "--no-framework-check", "qwen-72b-bf16-mi325x-vllm", cwd=workspace).returncode == 0
+    assert (
+        run(
+            "validate", "--no-framework-check", "qwen-72b-bf16-mi325x-vllm", cwd=workspace
+        ).returncode
+        == 0
+    )
 
 
 def test_new_from_another_poc_is_an_include(workspace):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,14 @@ DATA = ROOT / "tests" / "data" / "collectives"
 def _load(relpath: str, name: str):
     spec = importlib.util.spec_from_file_location(name, ROOT / "playbooks" / relpath)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    # Importing ansible replaces sys.intern with a patch object for the whole process;
+    # torch.compile (the kernel tests in the same session) then refuses to trace. Ansible's
+    # own code works either way, so the original is put back once the plugin is loaded.
+    intern = sys.intern
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.intern = intern
     return module
 
 

@@ -5,6 +5,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from pocforge.frameworks.process import free_port  # noqa: F401 - re-exported to the tests here
+
 
 @pytest.fixture
 def good_spec_file(tmp_path: Path):
@@ -53,16 +55,13 @@ def tiny_llama(tmp_path_factory) -> Path:
     return make_tiny(tmp_path_factory.mktemp("models") / "tiny-llama", arch="llama", seed=0)
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def cpu_serving_spec(
-    tmp_path: Path, model: Path, framework: str, name: str = "cpu-serve", **serving
+    tmp_path: Path,
+    model: Path,
+    framework: str,
+    name: str = "cpu-serve",
+    max_model_len: int = 512,
+    **serving,
 ) -> Path:
     """A one-node CPU serving spec for ``framework`` on a local model folder."""
     spec = {
@@ -71,7 +70,7 @@ def cpu_serving_spec(
             "id": str(model),
             "served_name": "tiny",
             "dtype": "float32",
-            "max_model_len": 512,
+            "max_model_len": max_model_len,
         },
         "cluster": {"gpu": "cpu", "gpus_per_node": 1},
         "serving": {

@@ -8,9 +8,10 @@ import stat
 import textwrap
 
 import pytest
-from netns import NetnsCluster, missing_prerequisites
 
 from pocforge.cluster import ClusterExpectations, run_playbook
+
+from .netns import NetnsCluster, missing_prerequisites
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

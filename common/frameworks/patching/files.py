@@ -155,7 +155,9 @@ def _header(path: Path, line: str) -> dict[str, str]:
         fields[key] = value
     missing = [k for k in ("framework", "version") if k not in fields]
     if missing:
-        raise PatchError(f"{path}:1: header lacks {' and '.join(missing)}; expected {HEADER_FORM!r}")
+        raise PatchError(
+            f"{path}:1: header lacks {' and '.join(missing)}; expected {HEADER_FORM!r}"
+        )
     _known(fields["framework"], f"{path}:1")
     if not VERSION_RE.match(fields["version"]):
         raise PatchError(f"{path}:1: version {fields['version']!r} is not an exact version")

@@ -9,6 +9,8 @@ environment).
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -58,6 +60,8 @@ def locate(framework: str, python: str | None = None) -> Installed | None:
     """
     package, names = FRAMEWORKS[framework]
     exe = python or sys.executable
+    # Absolute, but not through symlinks: a venv's bin/python is a link that must stay one.
+    exe = os.path.abspath(exe) if os.sep in exe else (shutil.which(exe) or exe)
     try:
         out = subprocess.run(
             [exe, "-c", _PROBE, json.dumps(list(names)), package],

@@ -1,0 +1,251 @@
+"""Workloads: the prompts and output lengths of a run, deterministic from a seed.
+
+- ``random``: prompts of an exact token count (fixed or drawn from a distribution): random
+  whole-word tokens (which cannot merge across their spaces), re-tokenised and trimmed or
+  extended until the count is exact.
+- ``sharegpt``: ShareGPT-format JSON (``[{"conversations": [{"from": "human", "value":
+  ...}, {"from": "gpt", ...}]}]``); the first human turn is the prompt, the reply's token
+  count the output length (unless ``osl`` fixes it). Filtered as vLLM does.
+- ``shared-prefix``: ``groups`` distinct prefixes of ``prefix_len`` tokens, each request
+  one prefix plus a random suffix of ``isl`` tokens (prefix caching workloads).
+- ``trace``: Mooncake-style JSONL (``timestamp`` ms, ``input_length``, ``output_length``,
+  optional ``hash_ids``: equal ids give equal 512-token blocks, hence shared prefixes);
+  replayed at its timestamps.
+
+Length specs: ``512`` (fixed), ``uniform:LO:HI``, ``normal:MEAN:STD`` (rounded, >= 1).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from pocforge.bench.tokenizer import Tokenizer
+
+DatasetKind = Literal["random", "sharegpt", "shared-prefix", "trace"]
+
+
+class DatasetError(ValueError):
+    """A dataset argument or file that cannot be used."""
+
+
+class DatasetConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: DatasetKind = "random"
+    isl: str = Field(
+        "512", description="Input length spec (tokens); suffix length for shared-prefix."
+    )
+    osl: str | None = Field("128", description="Output length spec; None: from the dataset.")
+    path: str | None = Field(None, description="ShareGPT JSON or trace JSONL file.")
+    groups: int = Field(4, ge=1, description="shared-prefix: number of distinct prefixes.")
+    prefix_len: int = Field(256, ge=1, description="shared-prefix: prefix length in tokens.")
+    block_size: int = Field(512, ge=1, description="trace: tokens per hash_id block.")
+    seed: int = 0
+
+
+@dataclass(slots=True)
+class RequestSpec:
+    """One request to send: prompt text, its token count, output tokens to ask for."""
+
+    prompt: str
+    prompt_tokens: int
+    max_tokens: int
+    at_s: float | None = None  # trace replay: send offset in seconds
+
+
+def parse_length(spec: str, what: str) -> tuple[str, tuple[float, ...]]:
+    """Validate a length spec: ``N``, ``uniform:LO:HI`` or ``normal:MEAN:STD[:MIN:MAX]``
+    (a normal draw clipped to [MIN, MAX], default [1, inf)); returns (kind, params)."""
+    parts = str(spec).split(":")
+    usage = f"{what} {spec!r}: use N, uniform:LO:HI or normal:MEAN:STD[:MIN:MAX] (tokens, N >= 1)"
+    try:
+        if len(parts) == 1:
+            n = int(parts[0])
+            if n < 1:
+                raise ValueError
+            return "fixed", (n,)
+        kind, numbers = parts[0], tuple(float(x) for x in parts[1:])
+    except ValueError:
+        raise DatasetError(usage) from None
+    if kind == "uniform" and len(numbers) == 2 and 1 <= numbers[0] <= numbers[1]:
+        return kind, numbers
+    if kind == "normal" and len(numbers) in (2, 4) and numbers[0] >= 1 and numbers[1] >= 0:
+        low, high = numbers[2:] if len(numbers) == 4 else (1.0, math.inf)
+        if 1 <= low <= high:
+            return kind, (numbers[0], numbers[1], low, high)
+    raise DatasetError(usage)
+
+
+def draw_lengths(spec: str, n: int, rng: np.random.Generator, what: str) -> list[int]:
+    kind, p = parse_length(spec, what)
+    if kind == "fixed":
+        return [int(p[0])] * n
+    if kind == "uniform":
+        return [int(x) for x in rng.integers(int(p[0]), int(p[1]) + 1, n)]
+    mean, std, low, high = p
+    return [int(min(max(round(x), low), high)) for x in rng.normal(mean, std, n)]
+
+
+def exact_prompt(tok: Tokenizer, ids: np.ndarray, target: int, pool: np.ndarray,
+                 rng: np.random.Generator) -> tuple[str, int]:  # fmt: skip
+    """Text whose re-tokenisation has exactly ``target`` tokens, starting from ``ids``.
+
+    Decoding random ids and encoding again merges or splits tokens; trim or extend and try
+    again (a few rounds suffice). Returns the text and its true count (equal to target
+    unless the tokenizer cannot hit it, which the count then says).
+    """
+    cur = list(ids[:target])
+    best: tuple[str, int] = ("", 0)
+    for _ in range(12):
+        text = tok.decode(cur)
+        enc = tok.encode(text)
+        if len(enc) == target:
+            return text, target
+        if abs(len(enc) - target) < abs(best[1] - target) or not best[0]:
+            best = (text, len(enc))
+        if len(enc) > target:
+            cur = enc[:target]
+        else:
+            cur = enc + [int(x) for x in rng.choice(pool, target - len(enc))]
+    return best
+
+
+def _random_prompts(
+    tok: Tokenizer, lengths: list[int], rng: np.random.Generator
+) -> list[tuple[str, int]]:
+    pool = np.asarray(tok.word_ids())
+    return [exact_prompt(tok, rng.choice(pool, n), n, pool, rng) for n in lengths]
+
+
+def _need_tokenizer(tok: Tokenizer | None, kind: str) -> Tokenizer:
+    if tok is None:
+        raise DatasetError(
+            f"dataset {kind!r} needs the model's tokenizer for exact token counts: pass --tokenizer PATH"
+        )
+    return tok
+
+
+def build_requests(cfg: DatasetConfig, n: int, tok: Tokenizer | None) -> list[RequestSpec]:
+    """``n`` requests of the workload (trace: the trace's requests, at most ``n`` if n > 0)."""
+    rng = np.random.default_rng(cfg.seed)
+    if cfg.kind == "random":
+        tok = _need_tokenizer(tok, cfg.kind)
+        isl = draw_lengths(cfg.isl, n, rng, "--isl")
+        osl = draw_lengths(cfg.osl or "128", n, rng, "--osl")
+        return [
+            RequestSpec(t, c, o)
+            for (t, c), o in zip(_random_prompts(tok, isl, rng), osl, strict=True)
+        ]
+    if cfg.kind == "shared-prefix":
+        tok = _need_tokenizer(tok, cfg.kind)
+        prefixes = _random_prompts(tok, [cfg.prefix_len] * cfg.groups, rng)
+        suffixes = _random_prompts(tok, draw_lengths(cfg.isl, n, rng, "--isl"), rng)
+        osl = draw_lengths(cfg.osl or "128", n, rng, "--osl")
+        order = rng.permutation(n)
+        out = []
+        for i in order:
+            text = prefixes[i % cfg.groups][0] + "\n" + suffixes[i][0]
+            out.append(RequestSpec(text, tok.count(text), osl[i]))
+        return out
+    if cfg.kind == "sharegpt":
+        return _sharegpt(cfg, n, _need_tokenizer(tok, cfg.kind), rng)
+    return _trace(cfg, n, _need_tokenizer(tok, cfg.kind), rng)
+
+
+def _read_path(cfg: DatasetConfig) -> Path:
+    if not cfg.path:
+        raise DatasetError(f"dataset {cfg.kind!r} needs --dataset-path FILE")
+    p = Path(cfg.path)
+    if not p.is_file():
+        raise DatasetError(f"dataset file not found: {p}")
+    return p
+
+
+def _sharegpt(
+    cfg: DatasetConfig, n: int, tok: Tokenizer, rng: np.random.Generator
+) -> list[RequestSpec]:
+    p = _read_path(cfg)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"{p}: not a JSON file ({exc})") from None
+    if not isinstance(data, list):
+        raise DatasetError(f"{p}: expected a JSON list of conversations")
+    pairs = []
+    for item in data:
+        conv = (
+            item.get("conversations") or item.get("conversation")
+            if isinstance(item, dict)
+            else None
+        )
+        if not isinstance(conv, list) or len(conv) < 2:
+            continue
+        first, second = conv[0], conv[1]
+        text = first.get("value") or first.get("content")
+        reply = second.get("value") or second.get("content")
+        if isinstance(text, str) and isinstance(reply, str):
+            pairs.append((text, reply))
+    if not pairs:
+        raise DatasetError(f"{p}: no conversation with a prompt and a reply")
+    fixed_osl = draw_lengths(cfg.osl, 1, rng, "--osl")[0] if cfg.osl else None
+    out: list[RequestSpec] = []
+    for i in rng.permutation(len(pairs)):
+        text, reply = pairs[i]
+        p_len = tok.count(text)
+        o_len = fixed_osl or tok.count(reply)
+        # vLLM's filter: drop very short and over-long pairs.
+        if p_len < 4 or o_len < 4 or p_len > 1024 or p_len + o_len > 2048:
+            continue
+        out.append(RequestSpec(text, p_len, o_len))
+        if len(out) == n:
+            break
+    if not out:
+        raise DatasetError(f"{p}: every conversation was filtered out (prompt 4..1024 tokens)")
+    while len(out) < n:  # fewer usable conversations than requests: cycle, same order
+        out.append(out[len(out) % len(out)])
+    return out
+
+
+def _trace(
+    cfg: DatasetConfig, n: int, tok: Tokenizer, rng: np.random.Generator
+) -> list[RequestSpec]:
+    p = _read_path(cfg)
+    rows = []
+    for lineno, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            rows.append((float(row["timestamp"]), int(row["input_length"]),
+                         int(row["output_length"]), list(row.get("hash_ids") or [])))  # fmt: skip
+        except (ValueError, KeyError, TypeError):
+            raise DatasetError(
+                f"{p}:{lineno}: need timestamp (ms), input_length, output_length[, hash_ids]"
+            ) from None
+    if not rows:
+        raise DatasetError(f"{p}: empty trace")
+    rows.sort(key=lambda r: r[0])
+    if n > 0:
+        rows = rows[:n]
+    t0 = rows[0][0]
+    pool = np.asarray(tok.word_ids())
+    blocks: dict[int, np.ndarray] = {}
+    out = []
+    for ts, isl, osl, hashes in rows:
+        ids = []
+        for h in hashes:
+            if h not in blocks:
+                blocks[h] = np.random.default_rng([cfg.seed, int(h)]).choice(pool, cfg.block_size)
+            ids.extend(blocks[h])
+        if len(ids) < isl:
+            ids.extend(rng.choice(pool, isl - len(ids)))
+        text, count = exact_prompt(tok, np.asarray(ids[:isl]), max(1, isl), pool, rng)
+        out.append(RequestSpec(text, count, max(1, osl), at_s=(ts - t0) / 1000.0))
+    return out

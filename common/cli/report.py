@@ -1,0 +1,53 @@
+"""``pocforge report RUN [--compare RUN …] [--pdf] [--out FILE]``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pocforge.cli.common import fail
+
+
+@click.command("report")
+@click.argument("run")
+@click.option("--compare", "compare", multiple=True, help="Baseline run(s) to compare against.")
+@click.option(
+    "--out", type=click.Path(dir_okay=False), help="HTML file (default: <run>/dashboard.html)."
+)
+@click.option("--pdf", is_flag=True, help="Also print a PDF next to it (headless Chromium).")
+@click.option("--price-per-gpu-hour", type=click.FloatRange(min=0, min_open=True),
+              help="Our GPU price, for per-dollar comparisons with competitors.")  # fmt: skip
+@click.option("--power-w-per-gpu", type=click.FloatRange(min=0, min_open=True),
+              help="Our GPU power, for per-watt comparisons with competitors.")  # fmt: skip
+@click.option(
+    "--root", type=click.Path(file_okay=False), help="Results folder (default: results/)."
+)
+def report_cmd(run: str, compare: tuple[str, ...], out: str | None, pdf: bool,
+               price_per_gpu_hour: float | None, power_w_per_gpu: float | None,
+               root: str | None) -> None:  # fmt: skip
+    """Write the customer dashboard of RUN (<poc> = its newest run, <poc>/<run-id>, or a folder)."""
+    from pocforge.report import render
+    from pocforge.report.pdf import PdfError, print_pdf
+    from pocforge.results.compare import Cost
+    from pocforge.results.schema import SchemaError
+    from pocforge.results.store import RunError, RunStore
+
+    store = RunStore(root)
+    try:
+        path = store.resolve(run)
+        baselines = [store.resolve(c) for c in compare]
+        html = render(path, out, baselines,
+                      Cost(price_per_gpu_hour=price_per_gpu_hour, power_w_per_gpu=power_w_per_gpu))  # fmt: skip
+    except (RunError, SchemaError) as exc:
+        fail(str(exc))
+    click.echo(f"dashboard: {html}")
+    if pdf:
+        try:
+            click.echo(f"pdf: {print_pdf(html, Path(html).with_suffix('.pdf'))}")
+        except PdfError as exc:
+            fail(str(exc), code=1)
+
+
+def register(main: click.Group) -> None:
+    main.add_command(report_cmd)

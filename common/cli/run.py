@@ -1,0 +1,81 @@
+"""``pocforge run POC``: every stage of a POC on this machine, then its verdict."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from pocforge.cli.common import fail
+from pocforge.spec import SpecError, load_poc
+
+VERDICT_STYLE = {"pass": "green", "fail": "red", "inconclusive": "yellow", "none": "dim"}
+
+
+@click.command("run")
+@click.argument("poc")
+@click.option(
+    "--resume", metavar="RUN_ID", help="Continue this run: stages already complete are skipped."
+)
+@click.option(
+    "--stage",
+    "stages",
+    multiple=True,
+    type=click.Choice(["serving", "training", "report"]),
+    help="Run only these stages (repeatable); default: all the spec has.",
+)
+def run_cmd(poc: str, resume: str | None, stages: tuple[str, ...]) -> None:
+    """Run POC end to end here (serving sweeps, training, dashboard) and judge its criteria.
+
+    Exit 0 when every criterion passes, 1 when one fails or is inconclusive or a stage
+    failed, 130 when interrupted (everything gathered so far is kept; see --resume).
+    """
+    from pocforge.frameworks.process import LaunchError
+    from pocforge.results.store import RunError
+    from pocforge.results.verdicts import judge_run, overall
+    from pocforge.runner import RunnerError, run_poc
+
+    try:
+        spec = load_poc(poc)
+    except SpecError as exc:
+        fail(str(exc))
+    console = Console()
+    try:
+        run = run_poc(spec, resume=resume, only=list(stages) or None, say=console.print)
+    except (RunnerError, RunError, SpecError) as exc:
+        fail(str(exc))
+    except LaunchError as exc:
+        fail(str(exc), code=1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    verdicts = judge_run(run)
+    table = Table(
+        "criterion",
+        "measured",
+        "95% CI",
+        "margin",
+        "verdict",
+        title=f"{spec.name} acceptance",
+        box=None,
+    )
+    for v in verdicts:
+        ci = (
+            f"[{v.ci_low:.4g}, {v.ci_high:.4g}]"
+            if v.ci_low is not None and v.ci_high is not None
+            else "-"
+        )
+        measured = f"{v.estimate:.4g}" if v.estimate is not None else "-"
+        margin = f"{v.margin:+.4g}" if v.margin is not None else "-"
+        table.add_row(
+            v.criterion, measured, ci, margin, f"[{VERDICT_STYLE[v.verdict]}]{v.verdict}[/]"
+        )
+    console.print(table)
+    verdict = overall(verdicts)
+    console.print(f"overall: [{VERDICT_STYLE[verdict]}]{verdict.upper()}[/]   run: {run.path}")
+    sys.exit(0 if verdict in ("pass", "none") and run.manifest.status == "complete" else 1)
+
+
+def register(main: click.Group) -> None:
+    main.add_command(run_cmd)

@@ -1,0 +1,156 @@
+"""Plotly figures of the dashboard, built from aggregates only (never raw records).
+
+Each function returns a ``plotly.graph_objects.Figure``; :func:`to_json` turns it into the
+JSON the template hands to ``Plotly.newPlot``. Colours are fixed per series so a run, its
+baselines and competitors look the same in every chart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from pocforge.results.compare import pareto_front
+from pocforge.results.schema import (
+    CollectiveResult,
+    KernelResults,
+    ServingResult,
+    TrainingResult,
+)
+from pocforge.results.serving import interactivity, throughput_per_gpu
+
+OURS = "#c8102e"  # this run
+PALETTE = ("#1f6feb", "#6e7781", "#8250df", "#1a7f37", "#bf8700", "#0a3069")
+LAYOUT = {
+    "template": "plotly_white",
+    "margin": {"l": 60, "r": 20, "t": 40, "b": 50},
+    "height": 320,
+    "font": {"family": "Helvetica, Arial, sans-serif", "size": 12},
+    "legend": {"orientation": "h", "y": -0.2},
+}
+
+
+def to_json(fig: go.Figure) -> str:
+    return fig.to_json(validate=False, pretty=False, engine="json")
+
+
+def _layout(fig: go.Figure, title: str, **extra: Any) -> go.Figure:
+    fig.update_layout(**LAYOUT, title={"text": title, "x": 0.01}, **extra)
+    return fig
+
+
+def pareto(
+    result: ServingResult,
+    gpus: int | None,
+    others: Sequence[tuple[str, ServingResult, int | None]] = (),
+    min_interactivity: float | None = None,
+    slo_label: str | None = None,
+    failing_points: Sequence[str] = (),
+) -> go.Figure:
+    """Throughput per GPU vs interactivity: this run's points and front, others overlaid."""
+    fig = go.Figure()
+    series = [("this run", result, gpus, OURS)] + [
+        (name, res, g, PALETTE[i % len(PALETTE)]) for i, (name, res, g) in enumerate(others)
+    ]
+    xs_all: list[float] = []
+    for name, res, g, color in series:
+        pts = []
+        for p in res.points:
+            x, y = interactivity(p), throughput_per_gpu(p, g)
+            if x is not None and y is not None and p.status != "failed":
+                pts.append((x, y, p.id))
+        if not pts:
+            continue
+        xs_all += [x for x, _, _ in pts]
+        front = pareto_front([(x, y) for x, y, _ in pts])
+        mine = name == "this run"
+        symbols = ["x" if mine and pid in failing_points else "circle" for _, _, pid in pts]
+        fig.add_trace(go.Scatter(
+            x=[x for x, _, _ in pts], y=[y for _, y, _ in pts], mode="markers+text" if mine else "markers",
+            text=[pid for _, _, pid in pts] if mine else None, textposition="top center",
+            marker={"color": color, "size": 9 if mine else 7, "symbol": symbols},
+            name=f"{name} points", legendgroup=name, showlegend=False,
+            hovertemplate="%{text}<br>%{x:.1f} tok/s/user<br>%{y:.1f} tok/s/GPU<extra>" + name + "</extra>",
+        ))  # fmt: skip
+        fig.add_trace(go.Scatter(
+            x=[x for x, _ in front], y=[y for _, y in front], mode="lines",
+            line={"color": color, "width": 3 if mine else 2, "dash": "solid" if mine else "dash"},
+            name=name, legendgroup=name,
+        ))  # fmt: skip
+    if min_interactivity is not None and xs_all:
+        right = max(max(xs_all) * 1.15, min_interactivity * 1.2)
+        fig.add_vrect(
+            x0=min_interactivity, x1=right, fillcolor="#2da44e", opacity=0.08, line_width=0,
+            annotation_text=slo_label or "SLO region", annotation_position="top left",
+        )  # fmt: skip
+    return _layout(
+        fig, f"Throughput vs interactivity — {result.workload}",
+        xaxis={"title": {"text": "interactivity (output tokens/s per user)"}, "rangemode": "tozero"},
+        yaxis={"title": {"text": "output tokens/s per GPU"}, "rangemode": "tozero"},
+    )  # fmt: skip
+
+
+def latency_percentiles(result: ServingResult) -> go.Figure:
+    """TTFT, TPOT and ITL p50/p90/p99 per sweep point."""
+    metrics = [
+        m for m in ("ttft_ms", "tpot_ms", "itl_ms") if any(m in p.metrics for p in result.points)
+    ]
+    fig = make_subplots(
+        rows=1,
+        cols=max(1, len(metrics)),
+        subplot_titles=[m.replace("_ms", "").upper() + " (ms)" for m in metrics],
+    )
+    ids = [p.id for p in result.points]
+    for col, m in enumerate(metrics, 1):
+        for k, stat in enumerate(("p50", "p90", "p99")):
+            ys = [p.metrics.get(m, {}).get(stat) for p in result.points]
+            if all(y is None for y in ys):
+                continue
+            fig.add_trace(go.Scatter(
+                x=ids, y=ys, mode="lines+markers", name=stat, legendgroup=stat, showlegend=col == 1,
+                line={"color": (OURS, PALETTE[0], PALETTE[2])[k]},
+            ), row=1, col=col)  # fmt: skip
+    return _layout(fig, f"Latency percentiles per sweep point — {result.workload}")
+
+
+def loss_curve(result: TrainingResult) -> go.Figure:
+    fig = go.Figure(go.Scatter(
+        x=[s.step for s in result.steps], y=[s.loss for s in result.steps], mode="lines+markers",
+        line={"color": OURS}, name="loss",
+    ))  # fmt: skip
+    if result.warmup_steps:
+        fig.add_vrect(x0=0, x1=result.warmup_steps, fillcolor="#6e7781", opacity=0.1, line_width=0,
+                      annotation_text="warm-up", annotation_position="top left")  # fmt: skip
+    return _layout(fig, "Training loss", xaxis={"title": {"text": "step"}},
+                   yaxis={"title": {"text": "loss (nats)"}})  # fmt: skip
+
+
+def kernel_bars(result: KernelResults) -> go.Figure:
+    labels = [
+        f"{r.op} {r.dtype} " + "x".join(str(v) for v in r.shape.values()) for r in result.rows
+    ]
+    fig = make_subplots(
+        rows=1, cols=2, subplot_titles=["% of roofline", "speedup vs torch reference"]
+    )
+    fig.add_trace(go.Bar(x=[r.pct_roofline for r in result.rows], y=labels, orientation="h",
+                         marker_color=OURS, name="% roofline"), row=1, col=1)  # fmt: skip
+    fig.add_trace(go.Bar(x=[r.speedup_vs_reference for r in result.rows], y=labels, orientation="h",
+                         marker_color=PALETTE[0], name="speedup"), row=1, col=2)  # fmt: skip
+    fig.update_yaxes(showticklabels=False, row=1, col=2)
+    return _layout(fig, "Kernels", showlegend=False, height=max(300, 40 + 28 * len(labels)))
+
+
+def collective_curves(results: Sequence[CollectiveResult]) -> go.Figure:
+    fig = go.Figure()
+    for i, r in enumerate(results):
+        color = OURS if i == 0 else PALETTE[(i - 1) % len(PALETTE)]
+        fig.add_trace(go.Scatter(
+            x=[row.bytes for row in r.rows], y=[row.busbw_gbs for row in r.rows], mode="lines+markers",
+            name=f"{r.collective} ({r.ranks} ranks, {r.nodes} node{'s' if r.nodes != 1 else ''})",
+            line={"color": color},
+        ))  # fmt: skip
+    return _layout(fig, "Collective bus bandwidth", xaxis={"type": "log", "title": {"text": "message size (bytes)"}},
+                   yaxis={"title": {"text": "bus bandwidth (GB/s)"}})  # fmt: skip

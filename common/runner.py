@@ -1,0 +1,212 @@
+"""``pocforge run POC``: the stages of one POC on this machine, as one resumable run.
+
+Stages, each a folder of the run (``results/<poc>/<run-id>/<stage>/``) marked running →
+complete | failed | interrupted in the manifest:
+
+- ``serving``: build the tiny model if the spec asks, start the framework through its
+  adapter, sweep every workload (``serving/<workload>/summary.json`` + request records),
+  stop the server;
+- ``training``: the DeepSpeed benchmark (``training/summary.json``, ``result.json``);
+- ``report``: the dashboard (``dashboard.html``), judged against the acceptance criteria.
+
+``--resume RUN`` skips the stages already complete. Ctrl-C (or SIGTERM) stops the stage in
+progress; everything gathered so far stays in the run and the report can still be built.
+Multi-node POCs run their stages through the cluster playbooks, not here.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+from pathlib import Path
+
+from pocforge.bench.datasets import DatasetConfig
+from pocforge.bench.sweep import SweepConfig, run_sweep
+from pocforge.frameworks import ADAPTERS, LaunchContext
+from pocforge.frameworks.base import model_path, prepare_model
+from pocforge.frameworks.process import ManagedProcess, free_port
+from pocforge.results.schema import TrainingResult, TrainingStep
+from pocforge.results.secrets import Redactor
+from pocforge.results.store import Run, RunStore
+from pocforge.spec import PocSpec, repo_root
+from pocforge.spec.models import Lengths, Workload
+from pocforge.training.run import run_training
+
+STAGES = ("serving", "training", "report")
+Say = Callable[[str], None]
+
+
+class RunnerError(RuntimeError):
+    """A POC this runner cannot run here (one clear line)."""
+
+
+def lengths(value: Lengths) -> str:
+    """A spec length distribution as the load generator's length spec."""
+    if value.distribution == "fixed":
+        return str(value.mean)
+    if value.distribution == "uniform":
+        return f"uniform:{value.min}:{value.max}"
+    return f"normal:{value.mean}:{value.std}:{value.min or 1}:{value.max or 10**9}"
+
+
+def sweep_config(spec: PocSpec, workload: Workload, base_url: str) -> SweepConfig:
+    """The load generator's configuration for one workload of the spec."""
+    data, load = workload.dataset, workload.load
+    folder = spec.source_dir or Path.cwd()
+    if data.kind == "random":
+        dataset = DatasetConfig(
+            kind="random", isl=lengths(data.isl), osl=lengths(data.osl), seed=workload.seed
+        )
+    elif data.kind == "sharegpt":
+        osl = lengths(data.osl) if data.osl else None
+        dataset = DatasetConfig(
+            kind="sharegpt", path=str(folder / data.path), osl=osl, seed=workload.seed
+        )
+    elif data.kind == "shared_prefix":
+        dataset = DatasetConfig(
+            kind="shared-prefix",
+            isl=lengths(data.suffix_len),
+            osl=lengths(data.osl),
+            groups=data.groups,
+            prefix_len=data.prefix_len,
+            seed=workload.seed,
+        )
+    else:
+        dataset = DatasetConfig(kind="trace", path=str(folder / data.path), seed=workload.seed)
+    if data.kind == "trace":
+        mode, values = "trace", [1.0 / data.time_scale]
+    elif load.concurrency is not None:
+        mode, values = "concurrency", [float(c) for c in load.concurrency]
+    else:
+        mode, values = "rate", list(load.request_rate)
+    tokenizer = model_path(spec)
+    return SweepConfig(
+        base_url=base_url,
+        model=spec.model.served_name or spec.model.id,
+        api=workload.api,
+        tokenizer=tokenizer if (Path(tokenizer) / "tokenizer.json").is_file() else None,
+        dataset=dataset,
+        mode=mode,
+        values=values,
+        num_prompts=workload.num_prompts,
+        duration_s=workload.duration_s,
+        repeats=workload.repeats,
+        warmup=workload.warmup,
+        burstiness=load.burstiness if load.arrival == "gamma" else 1.0,
+        max_concurrency=load.max_concurrency,
+        slos=[f"{s.metric}:p{s.percentile:g}:{s.max_ms:g}" for s in workload.slos],
+        ignore_eos=workload.ignore_eos,
+        gpus=spec.cluster.total_gpus,
+        seed=workload.seed,
+    )
+
+
+def run_serving(spec: PocSpec, stage_dir: Path, say: Say) -> None:
+    serving = spec.serving
+    prepare_model(spec)
+    ctx = LaunchContext.local(repo_root(), host_override="127.0.0.1", port=free_port())
+    (launch,) = ADAPTERS[serving.framework].plan(spec, ctx)
+    server = ManagedProcess(launch, stage_dir / "server.log").start()
+    try:
+        say(
+            f"serving: starting {serving.framework} (pid {server.pid}), log {stage_dir / 'server.log'}"
+        )
+        waited = server.wait_healthy(timeout_s=900)
+        base_url = launch.health_url.rsplit("/", 1)[0]
+        say(f"serving: healthy after {waited:.0f} s at {base_url}")
+        for workload in serving.workloads:
+            say(f"serving: workload {workload.name}")
+            summary = run_sweep(sweep_config(spec, workload, base_url), stage_dir / workload.name)
+            server.check_alive()
+            if summary.status == "interrupted":
+                raise KeyboardInterrupt
+    finally:
+        server.stop()
+
+
+def run_training_stage(spec: PocSpec, stage_dir: Path, say: Say) -> None:
+    say(f"training: DeepSpeed ZeRO-{spec.training.zero_stage}, {spec.training.steps} steps")
+    summary = run_training(spec, stage_dir, LaunchContext.local(repo_root(), port=free_port()))
+    result = TrainingResult(
+        framework=summary.framework,
+        world_size=summary.world_size,
+        gpu=summary.device,
+        dtype=summary.dtype,
+        warmup_steps=summary.warmup_steps,
+        steps=[
+            TrainingStep(
+                step=s.step, loss=s.loss, step_time_s=s.seconds, tokens=summary.tokens_per_step
+            )
+            for s in summary.loss_curve
+        ],
+        tokens_per_s_per_gpu=summary.tokens_per_s_per_gpu,
+        tflops_per_gpu=summary.tflops_per_gpu,
+        mfu=summary.mfu,
+        peak_memory_gb=summary.peak_memory_gb,
+        final_loss=summary.final_loss,
+    )
+    (stage_dir / "result.json").write_text(result.model_dump_json(indent=2))
+    say(
+        f"training: {summary.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, final loss {summary.final_loss:.3f}"
+    )
+
+
+def run_poc(
+    spec: PocSpec, *, resume: str | None = None, only: list[str] | None = None, say: Say = print
+) -> Run:
+    """Run (or resume) ``spec``'s stages; returns the run. Raises ``RunnerError`` up front."""
+    if spec.cluster.nodes > 1:
+        raise RunnerError(
+            f"{spec.name} spans {spec.cluster.nodes} nodes: run it with `pocforge cluster` and the playbooks"
+        )
+    if spec.cluster.gpu != "cpu":
+        say(
+            f"note: {spec.name} is sized for {spec.cluster.gpu}; running it on this machine as one node"
+        )
+    spec.require_secrets()
+    store = RunStore()
+    if resume:
+        run = Run.open(store.resolve(f"{spec.name}/{resume}"))
+        run.redactor = Redactor.for_spec(spec)
+    else:
+        run = store.create(spec)
+    wanted = [s for s in STAGES if (only is None or s in only)]
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        for name in wanted:
+            done = run.manifest.stages.get(name)
+            if done is not None and done.status == "complete":
+                say(f"{name}: complete in {run.path.name}, skipped")
+                continue
+            if (
+                name == "serving"
+                and spec.serving is None
+                or name == "training"
+                and spec.training is None
+            ):
+                continue
+            if name == "report":
+                from pocforge.report.render import render
+
+                out = render(run.path)
+                say(f"report: {out}")
+                continue
+            with run.stage(name) as stage:
+                (run_serving if name == "serving" else run_training_stage)(spec, stage.dir, say)
+        run.finish()
+    except KeyboardInterrupt:
+        run.finish("interrupted")
+        say(
+            f"interrupted: everything gathered so far is in {run.path}; resume with --resume {run.path.name}"
+        )
+        raise
+    except BaseException:
+        run.finish("failed")
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return run
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt

@@ -1,0 +1,71 @@
+"""Timing accuracy: against a server whose TTFT and ITL are scripted, the client reads them."""
+
+import json
+import urllib.request
+
+import numpy as np
+import pytest
+
+from pocforge.bench.datasets import DatasetConfig
+from pocforge.bench.records import read_records
+from pocforge.bench.sweep import SweepConfig, run_sweep
+
+TTFT_MS, ITL_MS = 50.0, 10.0  # as scripted by the instrument fixture in conftest.py
+
+
+def _lag(url):
+    return json.loads(urllib.request.urlopen(url + "/lag").read())
+
+
+@pytest.mark.parametrize("api", ["completions", "chat"])
+def test_client_reads_the_scripted_timeline(instrument, tiny_dir, tmp_path, api):
+    urllib.request.urlopen(urllib.request.Request(instrument + "/lag/reset", method="POST")).read()
+    cfg = SweepConfig(
+        base_url=instrument,
+        model="instrument",
+        api=api,
+        tokenizer=str(tiny_dir),
+        dataset=DatasetConfig(isl="16", osl="10"),
+        values=[4],
+        num_prompts=24,
+        warmup=4,
+        slos=["ttft_ms:p50:1000"],
+    )
+    s = run_sweep(cfg, tmp_path)
+    lag = _lag(instrument)
+    first_lag = float(np.median(lag["first_ms"]))
+    recs = read_records(tmp_path / "requests-c4.jsonl")
+    assert len(recs) == 24 and all(r.success for r in recs)  # warm-up not recorded
+    ttft = np.array([r.ttft_ms for r in recs])
+    truth = TTFT_MS + first_lag
+    # Nobody can see a token before the server wrote it; and our excess stays small.
+    assert ttft.min() >= TTFT_MS - 0.5
+    assert 0 <= np.median(ttft) - truth < 8.0
+    itl = np.concatenate([r.itl_ms for r in recs])
+    assert itl.size == 24 * 9 and abs(np.median(itl) - ITL_MS) < 1.0
+    assert all(r.output_tokens == 10 and r.output_tokens_source == "server" for r in recs)
+    tpot = np.array([r.tpot_ms for r in recs])
+    assert abs(np.median(tpot) - ITL_MS) < 1.5
+    rep = s.points[0].repeats[0]
+    assert rep.peak_concurrency == 4 and rep.completed == 24
+    assert rep.client.cpu_ms_per_chunk is not None and rep.client.loop_lag_ms["n"] > 10
+    assert rep.metrics["ttft_ms"]["p50"] == pytest.approx(np.median(ttft))
+    assert s.points[0].verdicts[0].verdict == "pass"
+
+
+def test_open_loop_rate_is_offered_and_achieved(instrument, tiny_dir, tmp_path):
+    cfg = SweepConfig(
+        base_url=instrument,
+        model="instrument",
+        tokenizer=str(tiny_dir),
+        dataset=DatasetConfig(isl="8", osl="2"),
+        mode="rate",
+        values=[40.0],
+        num_prompts=80,
+    )
+    rep = run_sweep(cfg, tmp_path).points[0].repeats[0]
+    assert rep.offered_rate == 40.0 and rep.achieved_rate == pytest.approx(40.0, rel=0.35)
+    recs = read_records(tmp_path / "requests-r40.jsonl")
+    lags = np.array([r.client_lag_ms for r in recs])
+    assert np.median(lags) < 5.0  # sends leave when scheduled
+    assert rep.client.send_delay_ms["p50"] == pytest.approx(np.median(lags))

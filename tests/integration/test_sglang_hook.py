@@ -1,0 +1,91 @@
+"""The kit's SGLang plugin inside a real SGLang CPU server (its own environment, without
+pocforge installed) started by the kit's adapter: SGLang discovers the plugin on
+PYTHONPATH, its class hooks make RMSNorm, SiluAndMul and RotaryEmbedding the kit's in the
+scheduler process, their Triton kernels (interpreted) run there, and greedy outputs
+equal those of a plain SGLang server on the same tiny Llama.  Two server starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from ..conftest import REPO
+from .plugin_fixtures import PROMPTS, greedy, serve_and_query
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
+
+SGLANG_PYTHON = REPO / ".venv-sglang" / "bin" / "python"
+KERNELS = ["rms_norm", "silu_and_mul", "rotary_embedding"]
+ENGINE_ARGS = {"max-running-requests": 4}
+REPLACED = {
+    "RMSNorm": "PocforgeRMSNorm",
+    "SiluAndMul": "PocforgeSiluAndMul",
+    "RotaryEmbedding": "PocforgeRotaryEmbedding",
+}
+RAN = ["rms_norm", "fused_add_rms_norm", "silu_and_mul", "rotary_embedding"]
+
+
+def greedy_tokens(base: str) -> list[dict]:
+    return greedy(base, token_ids=False)
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory):
+    if not SGLANG_PYTHON.exists():
+        pytest.skip("no .venv-sglang (run make setup)")
+    from pocforge.models.tiny import make_tiny
+
+    return make_tiny(tmp_path_factory.mktemp("models") / "tiny-llama", arch="llama", seed=0)
+
+
+@pytest.fixture(scope="module")
+def with_plugin(tiny_llama, tmp_path_factory):
+    return serve_and_query(
+        "sglang",
+        tmp_path_factory.mktemp("sglang-plugin"),
+        tiny_llama,
+        greedy_tokens,
+        kernels=KERNELS,
+        engine_args=ENGINE_ARGS,
+    )
+
+
+@pytest.fixture(scope="module")
+def plain(tiny_llama, tmp_path_factory):
+    return serve_and_query(
+        "sglang",
+        tmp_path_factory.mktemp("sglang-plain"),
+        tiny_llama,
+        greedy_tokens,
+        engine_args=ENGINE_ARGS,
+    )
+
+
+def test_server_builds_the_kits_layers_and_runs_its_kernels(with_plugin):
+    """In the server's process group, each hooked class is the kit's, picks the plugin
+    backend, and each kit kernel ran (Triton, not the reference) where it was built."""
+    proof = with_plugin.proof()
+    built = {}
+    for in_tree, cls in REPLACED.items():
+        line = f"{in_tree} -> pocforge.kernels.integrations.sglang_layers.{cls} (backend plugin)"
+        assert line in proof, f"no line {line!r} in the server log"
+        built[in_tree] = proof[line]
+    assert set(built.values()) <= with_plugin.group_pids
+    ran = {m.split(" ran ")[0]: pid for m, pid in proof.items() if " ran (triton) on " in m}
+    assert sorted(ran) == sorted(RAN)
+    assert set(ran.values()) == set(built.values())
+    assert not [m for m in proof if "runs SGLang's own path" in m]  # the kit took every call
+    command = with_plugin.log.splitlines()[0]
+    assert "POCFORGE_SGLANG_KERNELS=rms_norm,silu_and_mul,rotary_embedding" in command
+
+
+def test_plain_server_is_untouched(plain):
+    """Without the plugin's PYTHONPATH entry nothing of the kit loads."""
+    assert plain.proof() == {}
+
+
+def test_greedy_outputs_match_plain_sglang(with_plugin, plain):
+    """Same tokens for every prompt, log-probabilities equal to fp32 rounding."""
+    assert len(with_plugin.outputs) == len(plain.outputs) == len(PROMPTS)
+    for kit, ref in zip(with_plugin.outputs, plain.outputs, strict=True):
+        assert kit["tokens"] == ref["tokens"]
+        assert kit["logprobs"] == pytest.approx(ref["logprobs"], abs=1e-4)
