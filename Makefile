@@ -8,7 +8,7 @@ RUN   ?=
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-unit test-kernels lint fmt demo validate spec-docs bench bench-client bench-kernels bench-report report patch-check patch unpatch cluster-up cluster-check cluster-collectives cluster-down clean
+.PHONY: help setup test test-unit test-kernels lint fmt demo poc validate spec-docs bench bench-client bench-kernels bench-report report patch-check patch unpatch cluster-up cluster-check cluster-collectives cluster-down clean
 
 help: ## List every target with one line each
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -37,8 +37,11 @@ validate: ## Validate every POC spec
 spec-docs: ## Regenerate pocs/SPEC.md from the spec models
 	$(BIN)/pocforge schema --markdown --out pocs/SPEC.md
 
-demo: ## The deepest real path the kit has, on this machine, for pocs/demo
+demo: ## The main job on this machine: validate every POC, run pocs/demo end to end, print the verdict
 	@scripts/demo.sh
+
+poc: ## Run a POC here end to end (serving, training, dashboard, verdict): make poc POC=<name> [RUN=<id> to resume]
+	$(BIN)/pocforge run $(POC) $(if $(RUN),--resume $(RUN))
 
 bench: bench-client bench-kernels bench-report ## Every benchmark (printed tables, ratios against peers in the same run)
 

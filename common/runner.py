@@ -168,6 +168,7 @@ def run_poc(
     if resume:
         run = Run.open(store.resolve(f"{spec.name}/{resume}"))
         run.redactor = Redactor.for_spec(spec)
+        run.resume()
     else:
         run = store.create(spec)
     wanted = [s for s in STAGES if (only is None or s in only)]
@@ -178,22 +179,19 @@ def run_poc(
             if done is not None and done.status == "complete":
                 say(f"{name}: complete in {run.path.name}, skipped")
                 continue
-            if (
-                name == "serving"
-                and spec.serving is None
-                or name == "training"
-                and spec.training is None
-            ):
-                continue
+            if getattr(spec, name, None) is None and name != "report":
+                continue  # the spec has no such section
             if name == "report":
-                from pocforge.report.render import render
-
-                out = render(run.path)
-                say(f"report: {out}")
-                continue
+                continue  # rendered below, once the run's status is final
+            if done is not None and (moved := run.retire_stage(name)):
+                say(f"{name}: the unfinished attempt is kept as {moved}; running it again")
             with run.stage(name) as stage:
                 (run_serving if name == "serving" else run_training_stage)(spec, stage.dir, say)
         run.finish()
+        if "report" in wanted:
+            from pocforge.report.render import render
+
+            say(f"report: {render(run.path)}")
     except KeyboardInterrupt:
         run.finish("interrupted")
         say(

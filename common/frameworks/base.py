@@ -8,11 +8,15 @@ health, logs, crash detection and stopping are shared (``process.py``).
 from __future__ import annotations
 
 import shlex
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
 
 from pocforge.spec import PocSpec
+
+# The checkout of an editable install (common/frameworks/base.py -> the repository root).
+KIT_ROOT = Path(__file__).resolve().parents[2]
 
 Role = Literal["server", "ray-head", "ray-worker", "headless", "launcher", "trainer"]
 
@@ -80,12 +84,15 @@ class LaunchContext:
     extra_env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def local(cls, repo: Path, **kwargs) -> LaunchContext:
-        """This machine: the kit's own virtual environments."""
-        venv, sglang = repo / ".venv" / "bin" / "python", repo / ".venv-sglang" / "bin" / "python"
+    def local(cls, repo: Path | None = None, **kwargs) -> LaunchContext:
+        """This machine: the kit's own environments, found from the kit's checkout (not from
+        the POC workspace, which may live anywhere): ``.venv`` and ``.venv-sglang``."""
+        repo = repo or KIT_ROOT
+        venv = KIT_ROOT / ".venv" / "bin" / "python"
+        sglang = KIT_ROOT / ".venv-sglang" / "bin" / "python"
         return cls(
             repo=repo,
-            python=str(venv) if venv.exists() else "python",
+            python=str(venv) if venv.exists() else sys.executable,
             sglang_python=str(sglang) if sglang.exists() else "python",
             **kwargs,
         )

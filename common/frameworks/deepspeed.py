@@ -20,10 +20,12 @@ from pathlib import Path
 
 from pocforge.catalog import gpu
 from pocforge.frameworks.argcheck.run import run_argcheck
-from pocforge.frameworks.base import LaunchContext, NodeLaunch, model_path, node_hosts
+from pocforge.frameworks.base import KIT_ROOT, LaunchContext, NodeLaunch, model_path, node_hosts
 from pocforge.spec import PocSpec
 
 MASTER_PORT = 29500
+# C++ extensions DeepSpeed compiles on first use, cached with the kit (not per POC workspace).
+EXTENSIONS_DIR = KIT_ROOT / ".torch_extensions"
 
 
 def ds_config(spec: PocSpec) -> dict:
@@ -108,7 +110,7 @@ class DeepSpeedAdapter:
             env.update(
                 {
                     "DS_ACCELERATOR": "cpu",
-                    "TORCH_EXTENSIONS_DIR": str(ctx.repo / ".torch_extensions"),
+                    "TORCH_EXTENSIONS_DIR": str(EXTENSIONS_DIR),
                     "OMP_NUM_THREADS": "1",
                     "TOKENIZERS_PARALLELISM": "false",
                 }

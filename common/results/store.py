@@ -322,12 +322,49 @@ class Run:
         self.manifest.imported_from = ImportSource(tool=tool, file=Path(file).name, sha256=sha256)
         self._save_manifest()
 
+    def resume(self) -> None:
+        """Take the run over in this process (after an interruption): running again."""
+        self.manifest.status = "running"  # type: ignore[assignment]
+        self.manifest.writer = Writer(host=socket.gethostname(), pid=os.getpid())
+        self._save_manifest()
+
+    def retire_stage(self, name: str) -> str | None:
+        """Move an unfinished stage's folder to ``<name>.attempt-<n>`` (files, checksums and
+        record kept, under the new name) so the stage can run again from scratch; its
+        records are appended to, so reusing the folder would mix two attempts."""
+        folder = self.path / name
+        if name not in self.manifest.stages and not folder.exists():
+            return None
+        attempt = 1
+        while (
+            self.path / f"{name}.attempt-{attempt}"
+        ).exists() or f"{name}.attempt-{attempt}" in self.manifest.stages:
+            attempt += 1
+        new = f"{name}.attempt-{attempt}"
+        if folder.exists():
+            folder.rename(self.path / new)
+        prefix = f"{name}/"
+        self.manifest.files = {
+            (new + rel[len(name) :] if rel.startswith(prefix) else rel): entry
+            for rel, entry in self.manifest.files.items()
+        }
+        record = self.manifest.stages.pop(name, None)
+        if record is not None:
+            record.files = [
+                new + rel[len(name) :] if rel.startswith(prefix) else rel for rel in record.files
+            ]
+            self.manifest.stages[new] = record
+        self._save_manifest()
+        return new
+
     def finish(self, status: str | None = None) -> None:
         """Close open files and set the run's final status (derived from stages by default)."""
         for rel in list(self._open_files):
             self.close_file(rel)
         if status is None:
-            statuses = {s.status for s in self.manifest.stages.values()}
+            statuses = {  # retired attempts (``<stage>.attempt-<n>``) do not decide the outcome
+                s.status for name, s in self.manifest.stages.items() if ".attempt-" not in name
+            }
             status = next(
                 (s for s in ("interrupted", "failed") if s in statuses), "complete"
             )  # fmt: skip

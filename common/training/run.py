@@ -7,6 +7,7 @@ from pathlib import Path
 
 from pocforge.frameworks import ADAPTERS, LaunchContext
 from pocforge.frameworks.base import prepare_model
+from pocforge.frameworks.deepspeed import EXTENSIONS_DIR
 from pocforge.frameworks.process import LaunchError, ManagedProcess
 from pocforge.spec import PocSpec
 from pocforge.training.summary import TrainingSummary
@@ -34,7 +35,7 @@ def run_training(
             f"{spec.name} trains on {spec.cluster.nodes} nodes; run it through playbooks/train.yml"
         )
     prepare_model(spec)
-    clear_stale_locks(ctx.repo / ".torch_extensions")
+    clear_stale_locks(EXTENSIONS_DIR)
     (launch,) = ADAPTERS["deepspeed"].plan(spec, ctx, out_dir=out_dir)
     process = ManagedProcess(launch, out_dir / "train.log", workdir=out_dir)
     process.start()

