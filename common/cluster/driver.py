@@ -5,6 +5,11 @@ Layout of ``<run_dir>/cluster/``::
     ansible/<playbook>/      ansible-runner artifacts (stdout, job_events/, rc, status)
     <playbook>.json          per-host status and check records (ClusterResult.to_dict())
     facts/<host>.json        the probe roles' facts, for the report's provenance
+    health.json              host x check matrix (ClusterHealth), with run_in()
+
+``run_in`` runs a playbook as a stage of a results-store run (``RunStore().create(spec)``)
+and writes the documents the dashboard reads: ``cluster/health.json``, one
+``collectives/*.json`` per collective run, and the hosts' facts in ``provenance.json``.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from pathlib import Path
 
 from pocforge.cluster.events import ClusterResult, EventCollector
 from pocforge.cluster.expectations import ClusterExpectations
+from pocforge.cluster.records import write_collectives, write_health, write_provenance
 
 PLAYBOOKS = {
     "up": "bringup.yml",
@@ -115,6 +121,31 @@ def run_playbook(
             f"see {result.artifacts}/stdout"
         )
     _save(result, out_dir, ident)
+    return result
+
+
+def run_in(
+    run,
+    playbook: str,
+    inventory: Path,
+    expectations: ClusterExpectations | None = None,
+    **kwargs,
+) -> ClusterResult:
+    """Run ``playbook`` as a stage of ``run`` (a ``pocforge.results.store.Run``).
+
+    The stage is ``collectives`` for collectives.yml (its tables in ``collectives/``) and
+    ``cluster`` for the others; failed checks are data (the stage completes), a playbook
+    that could not run at all fails the stage. Keyword arguments go to ``run_playbook``.
+    """
+    name = "collectives" if Path(playbook).name == PLAYBOOKS["collectives"] else "cluster"
+    with run.stage(name) as stage:
+        result = run_playbook(playbook, inventory, run.path, expectations, **kwargs)
+        if name == "collectives":
+            write_collectives(stage, result)
+        if any(host.checks for host in result.hosts.values()):
+            write_health(run, result, name)
+        write_provenance(run, result)
+        run.adopt("cluster", stage=name)
     return result
 
 

@@ -19,6 +19,9 @@ FACT_KEYS = (
     "python_env_data",
     "model_staging_data",
 )
+# Facts that carry a role's raw measurements (collectives: each run's stdout); kept on the
+# host for the driver's result files, not in the facts saved for provenance.
+OUTPUT_KEYS = ("collectives_runs",)
 SETUP_KEYS = (
     "hostname",
     "fqdn",
@@ -41,6 +44,7 @@ class CheckRecord:
     measured: Any = None
     threshold: Any = None
     message: str = ""
+    unit: str = ""
 
 
 @dataclass
@@ -55,6 +59,7 @@ class HostResult:
     error: str = ""
     checks: dict[str, CheckRecord] = field(default_factory=dict)
     facts: dict[str, Any] = field(default_factory=dict)
+    outputs: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -82,7 +87,10 @@ class ClusterResult:
             "rc": self.rc,
             "status": self.status,
             "passed": self.passed,
-            "hosts": {n: asdict(h) for n, h in self.hosts.items()},
+            "hosts": {
+                n: {k: v for k, v in asdict(h).items() if k != "outputs"}
+                for n, h in self.hosts.items()
+            },
         }
 
 
@@ -125,11 +133,15 @@ class EventCollector:
                 measured=rec.get("measured"),
                 threshold=rec.get("expected", rec.get("threshold")),
                 message=rec.get("message", ""),
+                unit=rec.get("unit") or "",
             )
         facts = res.get("ansible_facts") or {}
         for key in FACT_KEYS:
             if key in facts:
                 host.facts[key] = facts[key]
+        for key in OUTPUT_KEYS:
+            if key in facts:
+                host.outputs[key] = facts[key]
         if any(k.startswith("ansible_") for k in facts):
             host.facts["ansible"] = {k: facts.get(f"ansible_{k}") for k in SETUP_KEYS}
         for item in res.get("results") or []:  # loops: facts and checks per item

@@ -18,7 +18,9 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
+import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -198,6 +200,16 @@ class NetnsCluster:
             host.sshd.wait(timeout=10)
             host.sshd = None
 
+    def processes(self, host: Host) -> dict[int, str]:
+        """pid -> command line of every process inside the host's namespace."""
+        out = _ip("netns", "pids", host.netns, check=False).stdout.split()
+        found = {}
+        for pid in (int(p) for p in out if p.isdigit()):
+            with contextlib.suppress(OSError):
+                raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+                found[pid] = raw.replace(b"\0", b" ").decode(errors="replace").strip()
+        return found
+
     def inventory(self, path: Path, **group_vars) -> Path:
         """An Ansible inventory (YAML) of the hosts, reached as root with the fixture's key."""
         import yaml
@@ -259,3 +271,32 @@ class NetnsCluster:
         links = _ip("-o", "link", "show", check=False).stdout
         found += [f"link {self.tag}c" for line in links.splitlines() if f" {self.tag}c" in line]
         return found
+
+
+# --- what a host's private /opt holds in the tests -------------------------------------------
+def fake_amd_smi(opt, gpus: int) -> None:
+    """A scripted amd-smi in this host's private /opt that reports ``gpus`` MI300X."""
+    tool = opt / "rocm" / "bin" / "amd-smi"
+    tool.parent.mkdir(parents=True, exist_ok=True)
+    (opt / "rocm" / ".info").mkdir(parents=True, exist_ok=True)
+    (opt / "rocm" / ".info" / "version").write_text("6.4.2-120\n")
+    tool.write_text(
+        textwrap.dedent(f"""\
+        #!/usr/bin/env python3
+        import json, sys
+        n = {gpus}
+        if sys.argv[1:2] == ["static"]:
+            json.dump([{{"gpu": i, "asic": {{"market_name": "AMD Instinct MI300X"}},
+                         "bus": {{"bdf": "0000:%02x:00.0" % (5 + 32 * i)}},
+                         "driver": {{"name": "amdgpu", "version": "6.10.5"}},
+                         "vbios": {{"version": "022.040.003.043.000001"}}}} for i in range(n)],
+                      sys.stdout)
+        elif sys.argv[1:2] == ["metric"]:
+            json.dump([{{"gpu": i, "ecc": {{"total_correctable_count": 0,
+                                            "total_uncorrectable_count": 0}}}} for i in range(n)],
+                      sys.stdout)
+        else:
+            print("AMDSMI Tool: 24.7.1 | ROCm version: 6.4.2")
+        """)
+    )
+    tool.chmod(tool.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)

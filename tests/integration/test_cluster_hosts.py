@@ -4,14 +4,12 @@ kit's driver (ansible-runner). One cluster for the module; it is torn down even 
 from __future__ import annotations
 
 import shutil
-import stat
-import textwrap
 
 import pytest
 
 from pocforge.cluster import ClusterExpectations, run_playbook
 
-from .netns import NetnsCluster, missing_prerequisites
+from .netns import NetnsCluster, fake_amd_smi, missing_prerequisites
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -26,34 +24,6 @@ NEUTRAL = {
     "python_env_path": "/opt/pocforge/venv",
 }
 AMD8 = ClusterExpectations(gpu_required=True, gpu_vendor="amd", gpu_model="MI300X", gpus_per_node=8)
-
-
-def fake_amd_smi(opt, gpus: int) -> None:
-    """A scripted amd-smi in this host's private /opt that reports ``gpus`` MI300X."""
-    tool = opt / "rocm" / "bin" / "amd-smi"
-    tool.parent.mkdir(parents=True, exist_ok=True)
-    (opt / "rocm" / ".info").mkdir(parents=True, exist_ok=True)
-    (opt / "rocm" / ".info" / "version").write_text("6.4.2-120\n")
-    tool.write_text(
-        textwrap.dedent(f"""\
-        #!/usr/bin/env python3
-        import json, sys
-        n = {gpus}
-        if sys.argv[1:2] == ["static"]:
-            json.dump([{{"gpu": i, "asic": {{"market_name": "AMD Instinct MI300X"}},
-                         "bus": {{"bdf": "0000:%02x:00.0" % (5 + 32 * i)}},
-                         "driver": {{"name": "amdgpu", "version": "6.10.5"}},
-                         "vbios": {{"version": "022.040.003.043.000001"}}}} for i in range(n)],
-                      sys.stdout)
-        elif sys.argv[1:2] == ["metric"]:
-            json.dump([{{"gpu": i, "ecc": {{"total_correctable_count": 0,
-                                            "total_uncorrectable_count": 0}}}} for i in range(n)],
-                      sys.stdout)
-        else:
-            print("AMDSMI Tool: 24.7.1 | ROCm version: 6.4.2")
-        """)
-    )
-    tool.chmod(tool.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 
 @pytest.fixture(scope="module")

@@ -109,6 +109,17 @@ def test_vllm_detailed_becomes_records(store) -> None:
             70.742,
         ),
         ("nccl_alltoall_gb300_1node_4gpu.txt", "nccl-tests", "alltoall", 4, 1, 2, 627.69, 381.478),
+        # Older rccl-tests print rank lines without "Group N".
+        (
+            "rccl_all_reduce_mi300x_2node_16gpu.txt",
+            "rccl-tests",
+            "all_reduce",
+            16,
+            2,
+            32,
+            357.46,
+            92.3318,
+        ),
     ],
 )
 def test_collectives_golden(file, tool, collective, ranks, nodes, rows, busbw, avg) -> None:

@@ -21,7 +21,8 @@ COLLECTIVES = (
     "sendrecv", "gather", "scatter", "hypercube",
 )  # fmt: skip
 _RANK = re.compile(
-    r"^#\s+Rank\s+(\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.*)$"
+    # "Group N" is absent from older rccl-tests' rank lines.
+    r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.*)$"
 )
 _NUM = r"[-+0-9.eE]+"
 _ROW = re.compile(

@@ -220,10 +220,29 @@ def loop_checks(results, references=None, fraction=0.95, scope="intra_node", pla
     return checks
 
 
+def loop_runs(results, scope="intra_node"):
+    """The raw outputs of a registered loop of runs, for the kit's result files:
+    ``[{op, scope, rc, stdout}]`` (skipped items left out)."""
+    runs = []
+    for run in results or []:
+        if run.get("skipped"):
+            continue
+        runs.append(
+            {
+                "op": run.get("item"),
+                "scope": scope,
+                "rc": run.get("rc"),
+                "stdout": run.get("stdout", ""),
+            }
+        )
+    return runs
+
+
 class FilterModule:
     def filters(self):
         return {
             "pocforge_nccl_tests": parse_nccl_tests,
             "pocforge_collective_checks": collective_checks,
             "pocforge_collective_loop_checks": loop_checks,
+            "pocforge_collective_runs": loop_runs,
         }
