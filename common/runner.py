@@ -6,6 +6,8 @@ complete | failed | interrupted in the manifest:
 - ``serving``: build the tiny model if the spec asks, start the framework through its
   adapter, sweep every workload (``serving/<workload>/summary.json`` + request records),
   stop the server;
+- ``kernels``: the kit's kernel benchmark for ``kernels.ops`` (``kernels/bench.json`` as the
+  bench wrote it, ``kernels/results.json`` for the dashboard; on a CPU: correctness only);
 - ``training``: the DeepSpeed benchmark (``training/summary.json``, ``result.json``);
 - ``report``: the dashboard (``dashboard.html``), judged against the acceptance criteria.
 
@@ -16,7 +18,10 @@ Multi-node POCs run their stages through the cluster playbooks, not here.
 
 from __future__ import annotations
 
+import json
 import signal
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,14 +30,14 @@ from pocforge.bench.sweep import SweepConfig, run_sweep
 from pocforge.frameworks import ADAPTERS, LaunchContext
 from pocforge.frameworks.base import model_path, prepare_model
 from pocforge.frameworks.process import ManagedProcess, free_port
-from pocforge.results.schema import TrainingResult, TrainingStep
+from pocforge.results.schema import KernelResults, KernelRow, TrainingResult, TrainingStep
 from pocforge.results.secrets import Redactor
 from pocforge.results.store import Run, RunStore
 from pocforge.spec import PocSpec, repo_root
 from pocforge.spec.models import Lengths, Workload
 from pocforge.training.run import run_training
 
-STAGES = ("serving", "training", "report")
+STAGES = ("kernels", "serving", "training", "report")
 Say = Callable[[str], None]
 
 
@@ -151,6 +156,66 @@ def run_training_stage(spec: PocSpec, stage_dir: Path, say: Say) -> None:
     )
 
 
+def run_kernels(spec: PocSpec, stage_dir: Path, say: Say) -> None:
+    """The kernel bench in its own process (it switches the Triton interpreter on for CPUs)."""
+    ops = sorted({k.op for k in spec.kernels.ops})
+    dtypes = sorted({d for k in spec.kernels.ops for d in k.dtypes if d in ("bfloat16", "float16")})
+    say(f"kernels: {', '.join(ops)}")
+    raw = stage_dir / "bench.json"
+    argv = [
+        sys.executable,
+        "-m",
+        "pocforge.kernels.bench",
+        "--json",
+        str(raw),
+        "--dtype",
+        (dtypes or ["bfloat16"])[0],
+    ]
+    for op in ops:
+        argv += ["--op", op]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
+    (stage_dir / "bench.log").write_text(done.stdout + done.stderr)
+    if not raw.is_file():
+        raise RunnerError(
+            f"the kernel benchmark wrote no results (exit {done.returncode}); see {stage_dir / 'bench.log'}"
+        )
+    bench = json.loads(raw.read_text())
+    meta = bench["metadata"]
+    rows = [
+        KernelRow(
+            op=row["op"],
+            shape=_shape(row.get("shape")),
+            dtype=meta["dtype"],
+            time_us=row["median_ms"] * 1000 if "median_ms" in row else None,
+            reference_time_us=row["median_ms"] * row["vs_torch"] * 1000
+            if "vs_torch" in row
+            else None,
+            bound=row.get("bound"),
+            pct_roofline=row.get("roofline_pct"),
+            speedup_vs_reference=row.get("vs_torch"),
+            max_rel_error=row.get("rel_error"),
+            ok=bool(row.get("correct")),
+        )
+        for row in bench["rows"]
+    ]
+    result = KernelResults(
+        gpu=meta.get("catalog_entry"), arch=meta.get("arch"), timed=bench["timed"], rows=rows
+    )
+    (stage_dir / "results.json").write_text(result.model_dump_json(indent=2))
+    bad = [f"{r.op} {r.shape}" for r in rows if not r.ok]
+    say(
+        f"kernels: {len(rows) - len(bad)}/{len(rows)} correct"
+        + (f"; wrong: {', '.join(bad)}" if bad else "")
+    )
+
+
+def _shape(text: str | dict | None) -> dict[str, int]:
+    """The bench's ``"T=3 H=128"`` as ``{"T": 3, "H": 128}``."""
+    if isinstance(text, dict) or not text:
+        return dict(text or {})
+    return {key: int(value) for key, _, value in (part.partition("=") for part in text.split())}
+
+
 def run_poc(
     spec: PocSpec, *, resume: str | None = None, only: list[str] | None = None, say: Say = print
 ) -> Run:
@@ -186,7 +251,7 @@ def run_poc(
             if done is not None and (moved := run.retire_stage(name)):
                 say(f"{name}: the unfinished attempt is kept as {moved}; running it again")
             with run.stage(name) as stage:
-                (run_serving if name == "serving" else run_training_stage)(spec, stage.dir, say)
+                STAGE_RUNNERS[name](spec, stage.dir, say)
         run.finish()
         if "report" in wanted:
             from pocforge.report.render import render
@@ -204,6 +269,13 @@ def run_poc(
     finally:
         signal.signal(signal.SIGTERM, previous)
     return run
+
+
+STAGE_RUNNERS: dict[str, Callable[[PocSpec, Path, Say], None]] = {
+    "kernels": run_kernels,
+    "serving": run_serving,
+    "training": run_training_stage,
+}
 
 
 def _interrupt(signum: int, frame: object) -> None:

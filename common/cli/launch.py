@@ -128,6 +128,10 @@ def launch_cmd(
         click.echo(str(exc), err=True)
         sys.exit(1)
     finally:
+        # A second Ctrl-C must not cut the stop short and leave the server's group running;
+        # stop() is bounded (SIGTERM grace, then SIGKILL).
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         process.stop()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -23,11 +24,11 @@ VERDICT_STYLE = {"pass": "green", "fail": "red", "inconclusive": "yellow", "none
     "--stage",
     "stages",
     multiple=True,
-    type=click.Choice(["serving", "training", "report"]),
+    type=click.Choice(["kernels", "serving", "training", "report"]),
     help="Run only these stages (repeatable); default: all the spec has.",
 )
 def run_cmd(poc: str, resume: str | None, stages: tuple[str, ...]) -> None:
-    """Run POC end to end here (serving sweeps, training, dashboard) and judge its criteria.
+    """Run POC end to end here (kernels, serving sweeps, training, dashboard); judge its criteria.
 
     Exit 0 when every criterion passes, 1 when one fails or is inconclusive or a stage
     failed, 130 when interrupted (everything gathered so far is kept; see --resume).
@@ -50,6 +51,10 @@ def run_cmd(poc: str, resume: str | None, stages: tuple[str, ...]) -> None:
         fail(str(exc), code=1)
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception as exc:  # a stage broke: the run keeps what it gathered and says so
+        if os.environ.get("POCFORGE_DEBUG"):
+            raise
+        fail(f"error: {type(exc).__name__}: {exc} (set POCFORGE_DEBUG=1 for the traceback)", code=1)
     verdicts = judge_run(run)
     table = Table(
         "criterion",

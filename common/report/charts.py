@@ -38,7 +38,7 @@ def to_json(fig: go.Figure) -> str:
 
 
 def _layout(fig: go.Figure, title: str, **extra: Any) -> go.Figure:
-    fig.update_layout(**LAYOUT, title={"text": title, "x": 0.01}, **extra)
+    fig.update_layout(**{**LAYOUT, "title": {"text": title, "x": 0.01}, **extra})
     return fig
 
 

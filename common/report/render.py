@@ -214,7 +214,8 @@ def build(
             caveats.append(
                 "kernel times were not measured on a GPU (interpreter): % of roofline is not meaningful"
             )
-        sections.append(Section("kernels", "Kernels", [Chart("kernels", "Kernels", charts.to_json(charts.kernel_bars(data.kernels)))],
+        bars = [Chart("kernels", "Kernels", charts.to_json(charts.kernel_bars(data.kernels)))]
+        sections.append(Section("kernels", "Kernels", bars if data.kernels.timed else [],
                                 {"result": data.kernels}))  # fmt: skip
     if data.cluster is not None or data.collectives:
         sec = Section("cluster", "Cluster")

@@ -5,9 +5,10 @@ every process it starts (server, scheduler, detokenizer), restricted to the name
 ``SGLANG_PLUGINS`` when that is set, and then applies the hooks they registered with
 ``sglang.srt.plugins.hook_registry.HookRegistry``.  :func:`register` is that plugin: for
 each kit op named in ``POCFORGE_SGLANG_KERNELS`` it registers a class ``REPLACE`` hook
-that swaps the layer class for its kit subclass (:mod:`.sglang_layers`); SGLang patches
-the defining module and every module that imported the class by name.  With no op named
-it does nothing, and it is idempotent.
+that swaps the layer class for its kit subclass (:mod:`.sglang_layers`; for ``fused_moe``
+the unquantized MoE method, :mod:`.sglang_moe`); SGLang patches the defining module and
+every module that imported the class by name.  With no op named it does nothing, and it
+is idempotent.
 
 SGLang's environment need not have pocforge installed: ``sglang_path/`` (next to this
 file) holds the entry point (a ``*.dist-info`` folder, which ``importlib.metadata``
@@ -34,8 +35,8 @@ from .proof import say, selected
 SELECT_ENV = "POCFORGE_SGLANG_KERNELS"
 PLUGIN_NAME = "pocforge_kernels"  # the entry point's name, for SGLANG_PLUGINS
 PLUGIN_PATH = Path(__file__).resolve().parent / "sglang_path"
-# Kit ops with an SGLang layer (see sglang_layers.LAYER_CLASSES).
-SGLANG_OPS = ("rms_norm", "silu_and_mul", "gelu_and_mul", "rotary_embedding")
+# Kit ops with an SGLang layer (see sglang_layers.LAYER_CLASSES and sglang_moe.MOE_HOOKS).
+SGLANG_OPS = ("rms_norm", "silu_and_mul", "gelu_and_mul", "rotary_embedding", "fused_moe")
 
 _registered: set[str] = set()
 
@@ -69,12 +70,24 @@ def register() -> None:
     todo = [name for name in ops if name in SGLANG_OPS and name not in _registered]
     if not todo:
         return
-    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
-
-    from .sglang_layers import LAYER_CLASSES
+    from sglang.srt.plugins.hook_registry import HookRegistry
 
     for name in todo:
-        target, layer = LAYER_CLASSES[name]
-        HookRegistry.register(target, layer, HookType.REPLACE)
+        for target, hook, hook_type in _hooks(name):
+            HookRegistry.register(target, hook, hook_type)
         _registered.add(name)
     say(f"registered {', '.join(todo)} as SGLang class hooks")
+
+
+def _hooks(name: str) -> list[tuple[str, object, object]]:
+    """``(target, hook, HookType)`` for kit op ``name`` (MoE modules load only when asked)."""
+    from sglang.srt.plugins.hook_registry import HookType
+
+    if name == "fused_moe":
+        from .sglang_moe import MOE_HOOKS
+
+        return MOE_HOOKS
+    from .sglang_layers import LAYER_CLASSES
+
+    target, layer = LAYER_CLASSES[name]
+    return [(target, layer, HookType.REPLACE)]

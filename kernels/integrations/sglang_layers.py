@@ -26,10 +26,9 @@ SGLang layer        the kit takes the call when                   kit op
 ==================  ===========================================  ==================
 
 Not covered: subclasses (YaRN, mRoPE, ``GemmaRMSNorm``...) keep SGLang's code, since the
-hook replaces the exact class; the MoE method (SGLang routes its CPU MoE through
-``moe_forward_native`` and its GPU MoE through ``MoeRunner`` backends, a different seam
-from these layers); and torch.compile mode, where ``BaseFusedOp`` switches every op to
-``forward_native`` by design.  Layers that pin ``_forward_method`` in ``__init__`` (aiter
+hook replaces the exact class; and torch.compile mode, where ``BaseFusedOp`` switches
+every op to ``forward_native`` by design.  The unquantized MoE method is a ``BaseFusedOp``
+too and takes the same seam; it lives in :mod:`.sglang_moe`.  Layers that pin ``_forward_method`` in ``__init__`` (aiter
 paths) are unpinned so the plugin backend is chosen; a pin to ``forward_native``
 (``force_native``, RL on-policy determinism) is kept.
 """

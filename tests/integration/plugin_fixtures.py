@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +31,7 @@ class Served:
     outputs: list[dict]
     server_pid: int
     group_pids: set[int] = field(default_factory=set)
+    after: object = None  # what serve_and_query's ``after(process)`` returned
 
     def proof(self) -> dict[str, int]:
         """Proof message -> pid of the process that wrote it."""
@@ -77,8 +79,13 @@ def serve_and_query(
     engine_args: dict | None = None,
     extra_env: dict[str, str] | None = None,
     timeout_s: float = 600,
+    after: Callable[[ManagedProcess], object] | None = None,
 ) -> Served:
-    """Start ``framework`` on ``model`` through its adapter, run ``query(base_url)``, stop it."""
+    """Start ``framework`` on ``model`` through its adapter, run ``query(base_url)``, stop it.
+
+    ``after(process)`` runs on the still-running server once ``query`` is done (a test that
+    kills it, say); the server is stopped either way.
+    """
     serving = {"engine_args": engine_args or {}}
     if kernels:
         serving["kernels"] = kernels
@@ -93,6 +100,7 @@ def serve_and_query(
         process.wait_healthy(timeout_s=timeout_s)
         outputs = query(launch.health_url.rsplit("/", 1)[0])
         group = set(process.live_group_members())
+        result = after(process) if after is not None else None
     finally:
         process.stop()
-    return Served(log_file.read_text(errors="replace"), outputs, process.pid, group)
+    return Served(log_file.read_text(errors="replace"), outputs, process.pid, group, result)

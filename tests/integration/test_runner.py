@@ -68,6 +68,8 @@ def workspace(
             "warmup_steps": 1,
         }
         spec["acceptance"]["criteria"].append("training.final_loss < 50")
+        spec["kernels"] = {"ops": [{"op": "rms_norm"}]}
+        spec["acceptance"]["criteria"].append("kernels.rms_norm.max_rel_error <= 0.02")
     folder = tmp_path / "pocs" / name
     folder.mkdir(parents=True)
     (folder / "poc.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -95,9 +97,12 @@ def test_run_serves_trains_reports_and_judges(tmp_path):
     m = manifest(run)
     assert m["status"] == "complete"
     assert {k: v["status"] for k, v in m["stages"].items()} == {
+        "kernels": "complete",
         "serving": "complete",
         "training": "complete",
     }
+    kernels = json.loads((run / "kernels" / "results.json").read_text())
+    assert kernels["timed"] is False and all(row["ok"] for row in kernels["rows"])
     summary = json.loads((run / "serving" / "chat" / "summary.json").read_text())
     assert [p["status"] for p in summary["points"]] == ["ok", "ok"]
     records = (run / "serving" / "chat" / "requests-c1.jsonl").read_text().splitlines()

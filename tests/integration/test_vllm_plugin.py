@@ -3,14 +3,19 @@ plugin replaces RMSNorm, SiluAndMul and RotaryEmbedding (tiny Llama) and the unq
 fused-MoE method (tiny Qwen3-MoE) with the kit's classes in the engine process, their
 Triton kernels (interpreted) run there, and greedy outputs equal those of a plain vLLM
 server on the same model.  Four server starts in all (about 30 s each on an idle 2-core
-machine); ``-k "not moe"`` leaves out the two MoE ones."""
+machine); ``-k "not moe"`` leaves out the two MoE ones.  The plain Llama server, once its
+queries are answered, is SIGKILLed to check the kit's crash report and cleanup."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import signal
+from dataclasses import dataclass
 
 import pytest
 
+from pocforge.frameworks.process import ManagedProcess, ServerCrashed
 from pocforge.kernels.integrations.vllm_plugin import LAYERS
 
 from .plugin_fixtures import PROMPTS, greedy, serve_and_query
@@ -64,6 +69,28 @@ def with_plugin(tiny_llama, tmp_path_factory):
     )
 
 
+@dataclass
+class Crash:
+    """What the kit's process handling made of a server killed under it."""
+
+    error: ServerCrashed | None  # raised by check_alive()
+    stop_code: int | None  # what stop() returned
+    left_after_stop: list[int]  # live pids of the server's group once stop() returned
+
+
+def kill_and_stop(process: ManagedProcess) -> Crash:
+    """SIGKILL the API server alone (an OOM kill, a segfault), then check and stop it."""
+    os.kill(process.pid, signal.SIGKILL)
+    process.proc.wait(timeout=30)
+    try:
+        process.check_alive()
+        error = None
+    except ServerCrashed as exc:
+        error = exc
+    code = process.stop()  # also ends the engine core the killed server leaves behind
+    return Crash(error, code, process.live_group_members())
+
+
 @pytest.fixture(scope="module")
 def plain(tiny_llama, tmp_path_factory):
     return serve_and_query(
@@ -73,6 +100,7 @@ def plain(tiny_llama, tmp_path_factory):
         greedy,
         engine_args=ENGINE_ARGS,
         extra_env=ENV,
+        after=kill_and_stop,  # once its greedy outputs are in
     )
 
 
@@ -110,6 +138,21 @@ def test_greedy_outputs_match_plain_vllm(with_plugin, plain):
     for kit, ref in zip(with_plugin.outputs, plain.outputs, strict=True):
         assert kit["tokens"] == ref["tokens"]
         assert kit["logprobs"] == pytest.approx(ref["logprobs"], abs=1e-4)
+
+
+def test_killed_server_is_reported_as_a_crash_and_its_group_stopped(plain):
+    """After SIGKILL of the plain server, ``check_alive`` raises ``ServerCrashed`` carrying
+    the exit code and the last lines of the server's log, and ``stop()`` leaves no live
+    process in its group, though the engine core was running beside the API server."""
+    crash = plain.after
+    assert isinstance(crash.error, ServerCrashed)
+    assert crash.error.exit_code == crash.stop_code == -signal.SIGKILL
+    assert str(crash.error).startswith(f"vllm exited with code {-signal.SIGKILL}\n")
+    tail = crash.error.log_tail
+    assert tail and tail in str(crash.error)
+    assert tail in plain.log and len(tail.splitlines()) == 30  # the log's last 30 lines
+    assert len(plain.group_pids) >= 2  # API server and engine core while serving
+    assert crash.left_after_stop == []
 
 
 @pytest.fixture(scope="module")

