@@ -220,7 +220,9 @@ def run_poc(
     spec: PocSpec, *, resume: str | None = None, only: list[str] | None = None, say: Say = print
 ) -> Run:
     """Run (or resume) ``spec``'s stages; returns the run. Raises ``RunnerError`` up front."""
-    if spec.cluster.nodes > 1:
+    if spec.cluster.nodes > 1 and (only or list(STAGES)) != ["training"]:
+        # Training alone may start here: node 0 runs DeepSpeed's launcher, which starts the
+        # ranks of the other nodes itself (that is what playbooks/train.yml does).
         raise RunnerError(
             f"{spec.name} spans {spec.cluster.nodes} nodes: run it with `pocforge cluster` and the playbooks"
         )

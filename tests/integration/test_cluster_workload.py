@@ -126,3 +126,47 @@ def test_serve_playbook_launches_benchmarks_collects_and_tears_down(cluster, tmp
 
     sections = [s.id for s in build(run.path)["sections"]]
     assert "serving-chat" in sections
+
+
+def test_train_playbook_trains_on_the_node_and_collects_the_stage(cluster, tmp_path):
+    """train.yml runs the kit's training benchmark on h1 (2 DeepSpeed ranks, gloo) and its
+    training folder reaches the controller's run as its training stage."""
+    path = workspace(tmp_path)
+    spec_data = yaml.safe_load(path.read_text())
+    spec_data.pop("serving")
+    spec_data["training"] = {
+        "framework": "deepspeed",
+        "zero_stage": 2,
+        "dtype": "float32",
+        "world_size": 2,
+        "micro_batch": 1,
+        "seq_len": 16,
+        "steps": 3,
+        "warmup_steps": 1,
+    }
+    path.write_text(yaml.safe_dump(spec_data, sort_keys=False))
+    spec = load_poc(path)
+    inventory = cluster.inventory(tmp_path / "hosts.yml")
+    run = RunStore(tmp_path / "results").create(spec)
+    (h1,) = cluster.hosts
+    before = set(cluster.processes(h1))
+    results = run_workload(
+        run,
+        spec,
+        "train",
+        inventory,
+        pocforge=POCFORGE,
+        env={"OMP_NUM_THREADS": "1"},
+        extravars={"workload_train_timeout_s": 600},
+    )
+    run.finish()
+    train = results["train"].hosts["h1"]
+    assert train.status == "ok", train.error
+
+    summary = json.loads((run.path / "training" / "summary.json").read_text())
+    assert summary["status"] == "completed" and summary["world_size"] == 2
+    assert len(summary["loss_curve"]) == 3
+    manifest = json.loads((run.path / "run.json").read_text())
+    assert manifest["stages"]["training"]["status"] == "complete"
+    left = {pid: cmd for pid, cmd in cluster.processes(h1).items() if pid not in before}
+    assert not [c for c in left.values() if "pocforge" in c or "torch.distributed" in c], left
