@@ -75,15 +75,17 @@ def _gpus(spec: dict[str, Any] | None, result_gpus: int | None) -> int | None:
 
 
 def _competitors(
-    spec: dict[str, Any] | None, poc: str, caveats: list[str]
+    spec: dict[str, Any] | None, run_path: Path, poc: str, caveats: list[str]
 ) -> list[tuple[Any, Any]]:
-    """(Competitor spec entry, Imported) for each competitor file of the spec."""
+    """(Competitor spec entry, Imported) for each competitor file of the spec: the copy the
+    run keeps (``compare/``), so the page rebuilds from the run folder alone, else the POC's."""
     from pocforge.results.importers import ImportError_, parse
     from pocforge.spec import pocs_dir
 
     out = []
     for comp in ((spec or {}).get("compare") or {}).get("competitors") or []:
-        path = pocs_dir() / poc / comp["file"]
+        kept = run_path / "compare" / Path(comp["file"]).name
+        path = kept if kept.is_file() else pocs_dir() / poc / comp["file"]
         if comp["format"] == "pocforge":
             caveats.append(f"competitor {comp['name']}: pocforge runs are compared with --compare")
             continue
@@ -129,7 +131,7 @@ def build(
     for b in baselines:
         deltas += compare_runs(b, data)
 
-    competitors = _competitors(spec, m.poc, caveats)
+    competitors = _competitors(spec, run_path, m.poc, caveats)
     comparisons: list[CompetitorComparison] = []
     sections: list[Section] = []
     serving_rows = []

@@ -118,6 +118,12 @@ class RunStore:
             if facts.hostname not in run.manifest.hosts:
                 run.manifest.hosts.append(facts.hostname)
                 run._save_manifest()
+        if spec is not None and spec.source_dir is not None:
+            # Competitors' result files travel with the run: its dashboard rebuilds from it alone.
+            for comp in spec.compare.competitors:
+                source = spec.source_dir / comp.file
+                if source.is_file():
+                    run.add_file(source, f"compare/{Path(comp.file).name}")
         return run
 
     def runs(self, poc: str) -> list[Path]:

@@ -77,3 +77,42 @@ def test_cli_report_newest_run(store: RunStore) -> None:
     assert res.exit_code == 0, res.output
     assert (newest.path / "dashboard.html").exists()
     assert DATA.exists()
+
+
+def test_competitor_curve_from_the_run_folder_alone(tmp_path) -> None:
+    """A competitor named in the spec (a real `vllm bench serve` result) is kept in the run,
+    overlaid on the Pareto chart and compared per GPU, even after the POC's copy is gone."""
+    import shutil
+
+    import yaml
+
+    from pocforge.report.render import build, render_html
+    from pocforge.results.store import RunStore
+    from pocforge.spec import load_spec
+    from tests.results.conftest import DATA
+
+    folder = tmp_path / "pocs" / "rival"
+    folder.mkdir(parents=True)
+    shutil.copy(DATA / "vllm-c4.json", folder / "theirs.json")
+    spec = yaml.safe_load((Path(__file__).parents[2] / "pocs" / "demo" / "poc.yaml").read_text())
+    spec["poc"]["name"] = "rival"
+    spec["model"]["id"] = "model"
+    spec["compare"] = {
+        "competitors": [
+            {"name": "Rival GPU (vLLM client)", "file": "theirs.json", "format": "vllm", "gpus": 1}
+        ]
+    }
+    (folder / "poc.yaml").write_text(yaml.safe_dump(spec))
+    run = RunStore(tmp_path / "results").create(load_spec(folder / "poc.yaml"))
+    with run.stage("serving") as stage:
+        stage.add_tree(DATA / "pocforge-sweep-a", "chat")
+    run.finish()
+    (folder / "theirs.json").unlink()  # the run's own copy must be enough
+
+    context = build(run.path)
+    (comparison,) = context["comparisons"]
+    assert comparison.name == "Rival GPU (vLLM client)"
+    html = render_html(context)
+    assert "Rival GPU (vLLM client)" in html
+    pareto = next(c for s in context["sections"] for c in s.charts if c.id == "pareto-chat")
+    assert "Rival GPU (vLLM client)" in pareto.figure  # its curve is drawn beside ours
