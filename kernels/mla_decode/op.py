@@ -19,7 +19,7 @@ import triton
 
 from .. import config
 from ..backend import check_device, dot_flags, use_reference
-from ..paged_attention_decode.kernel import reduce_partitions_kernel
+from ..paged_attention_decode.op import reduce_partitions
 from . import ref
 from .kernel import mla_decode_kernel
 
@@ -121,21 +121,8 @@ def launch(
         **dot_flags(q.dtype),
     )
     if split:
-        reduce_partitions_kernel[(batch, heads)](
-            out,
-            part_out,
-            part_max,
-            part_sum,
-            context_lens,
-            out.stride(0),
-            out.stride(1),
-            heads,
-            parts,
-            kv_lora_rank,
-            PARTITION_SIZE=partition,
-            BLOCK_P=triton.next_power_of_2(parts),
-            BLOCK_D=kv_lora_rank,
-            num_warps=cfg["num_warps_reduce"],
+        reduce_partitions(
+            out, part_out, part_max, part_sum, context_lens, partition, kv_lora_rank, cfg
         )
     return out
 

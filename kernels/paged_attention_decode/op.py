@@ -108,23 +108,31 @@ def launch(
         **dot_flags(q.dtype),
     )
     if split:
-        reduce_partitions_kernel[(batch, hq)](
-            out,
-            part_out,
-            part_max,
-            part_sum,
-            context_lens,
-            out.stride(0),
-            out.stride(1),
-            hq,
-            parts,
-            head_dim,
-            PARTITION_SIZE=partition,
-            BLOCK_P=triton.next_power_of_2(parts),
-            BLOCK_D=block_d,
-            num_warps=cfg["num_warps_reduce"],
-        )
+        reduce_partitions(out, part_out, part_max, part_sum, context_lens, partition, block_d, cfg)
     return out
+
+
+def reduce_partitions(out, part_out, part_max, part_sum, context_lens, partition, block_d, cfg):
+    """Second pass of split-K decode: merge each partition's (max, sum, partial output) into
+    ``out [batch, heads, D]`` (shared by paged attention and MLA decode)."""
+    batch, heads, dim = out.shape
+    parts = part_out.shape[2]
+    reduce_partitions_kernel[(batch, heads)](
+        out,
+        part_out,
+        part_max,
+        part_sum,
+        context_lens,
+        out.stride(0),
+        out.stride(1),
+        heads,
+        parts,
+        dim,
+        PARTITION_SIZE=partition,
+        BLOCK_P=triton.next_power_of_2(parts),
+        BLOCK_D=block_d,
+        num_warps=cfg["num_warps_reduce"],
+    )
 
 
 @torch.library.custom_op("pocforge::paged_attention_decode", mutates_args=())
