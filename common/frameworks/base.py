@@ -136,7 +136,10 @@ def inventory_addresses(path: Path) -> list[str]:
 
 
 def model_path(spec: PocSpec) -> str:
-    """The model argument: a local folder resolved against the POC folder, else the hub id."""
+    """The model argument: where bring-up staged the weights, a local folder resolved
+    against the POC folder, else the hub id."""
+    if spec.model.weights is not None:
+        return spec.model.weights.dest
     candidate = (spec.source_dir / spec.model.id) if spec.source_dir else Path(spec.model.id)
     if spec.model.tiny is not None or candidate.exists():
         return str(candidate.resolve())

@@ -72,6 +72,17 @@ class TinyModel(Strict):
     seed: int = Field(0, description="Seed for weights and tokenizer: same seed, same bytes.")
 
 
+class WeightsStaging(Strict):
+    source: str = Field(
+        min_length=1,
+        description="Where the weights are: a path every node sees (NFS, Lustre), `s3://bucket/prefix` or `hf://org/name` (a mirror).",
+    )
+    dest: str = Field(
+        "/opt/pocforge/models/model",
+        description="Local folder on every node that receives them (bring-up copies once).",
+    )
+
+
 class ModelSpec(Strict):
     id: str = Field(
         min_length=1,
@@ -96,6 +107,9 @@ class ModelSpec(Strict):
     facts: ModelFacts | None = Field(
         None,
         description="Architecture facts for models whose `config.json` is not at hand; they override what the config says.",
+    )
+    weights: WeightsStaging | None = Field(
+        None, description="Stage the weights to every node's local disk during bring-up."
     )
     tiny: TinyModel | None = Field(
         None,

