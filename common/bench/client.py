@@ -6,9 +6,15 @@ happens once the stream has ended, so one stream's parsing never delays another 
 timestamps; request bodies are serialised before the send time. Each SSE event is stamped
 with the time of the read that completed it (the earliest moment any client could see it).
 
+Two transports carry the requests, selectable per sweep (``transport``): ``raw``
+(:mod:`pocforge.bench.rawhttp`, the default for ``http://``: the event loop hands each read
+straight to a protocol callback, no task wake-up per read) and ``aiohttp`` (this module's
+:func:`send_streaming`: aiohttp's client, also used for ``https://``). Both return the same
+:class:`RawResult`; their results agree (``tests/bench/test_bench_rawhttp.py``).
+
 Definitions (those of :mod:`pocforge.metrics`, vLLM's except where noted):
 
-- TTFT: ``perf_counter()`` just before the request is handed to aiohttp, to the first event
+- TTFT: ``perf_counter()`` just before the request is handed to the transport, to the first event
   whose choice carries non-empty ``text`` (completions) or ``delta.content`` /
   ``delta.reasoning_content`` (chat). vLLM's client stops the clock on the first event with
   any choice, which for chat is the role-only event.
@@ -20,12 +26,16 @@ Definitions (those of :mod:`pocforge.metrics`, vLLM's except where noted):
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import aiohttp
+
+if TYPE_CHECKING:
+    from pocforge.bench.rawhttp import RawTransport
 
 Api = Literal["completions", "chat"]
 ENDPOINTS: dict[str, str] = {"completions": "/v1/completions", "chat": "/v1/chat/completions"}
@@ -42,11 +52,7 @@ class ParsedStream:
     error: str | None = None
 
 
-def _event_text(api: Api, choice: dict) -> str:
-    if api == "completions":
-        return choice.get("text") or ""
-    delta = choice.get("delta") or {}
-    return delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning") or ""
+_scan_json = json.JSONDecoder().scan_once  # the C scanner json.loads ends in, minus its wrappers
 
 
 def parse_stream(reads: list[tuple[float, bytes]], api: Api) -> ParsedStream:
@@ -54,11 +60,44 @@ def parse_stream(reads: list[tuple[float, bytes]], api: Api) -> ParsedStream:
 
     An event belongs to the read in which its terminating blank line arrived. Comments
     (``:``-lines), ``[DONE]`` and events without choices (the usage-only final event) carry
-    no token; an ``{"error": ...}`` event marks the stream failed.
+    no token; an ``{"error": ...}`` event marks the stream failed. Runs once per finished
+    stream, off the hot path; it is still kept lean (one JSON scan per event, no per-event
+    function calls) because its cost is counted in the client's CPU per chunk.
     """
-    out = ParsedStream()
+    if not reads:
+        return ParsedStream()
+    body = b"".join([data for _, data in reads])
+    if b"\r" in body:
+        times, payloads = _events_crlf(reads)
+    else:  # one split of the whole body; each event's end is mapped back to its read
+        times, payloads = [], []
+        ends = list(itertools.accumulate([len(data) for _, data in reads]))
+        *events, rest = body.split(b"\n\n")
+        pos = ri = 0
+        for raw in events:
+            pos += len(raw) + 2
+            while ends[ri] < pos:
+                ri += 1
+            if raw[:5] == b"data:" and b"\n" not in raw:  # the one-line event servers send
+                payload = raw[5:].lstrip()
+            else:
+                payload = _payload(raw)
+            if payload and payload != b"[DONE]":
+                times.append(reads[ri][0])
+                payloads.append(payload)
+        if rest.strip():  # a last event without its blank line (some servers) still counts
+            payload = _payload(rest)
+            if payload and payload != b"[DONE]":
+                times.append(reads[-1][0])
+                payloads.append(payload)
+    return _interpret(times, payloads, api)
+
+
+def _events_crlf(reads: list[tuple[float, bytes]]) -> tuple[list[float], list[bytes]]:
+    """Events of a stream with CRLF line ends, normalised read by read."""
+    times: list[float] = []
+    payloads: list[bytes] = []
     buf = b""
-    parts: list[str] = []
     for t, data in reads:
         buf += data
         if b"\n\n" not in buf and b"\r\n\r\n" not in buf:
@@ -67,39 +106,62 @@ def parse_stream(reads: list[tuple[float, bytes]], api: Api) -> ParsedStream:
             buf = buf.replace(b"\r\n", b"\n")
         *events, buf = buf.split(b"\n\n")
         for raw in events:
-            _parse_event(raw, t, api, out, parts)
-    if buf.strip():  # a last event without its blank line (some servers) still counts
-        _parse_event(buf, reads[-1][0], api, out, parts)
+            payload = _payload(raw)
+            if payload and payload != b"[DONE]":
+                times.append(t)
+                payloads.append(payload)
+    if buf.strip():
+        payload = _payload(buf.replace(b"\r\n", b"\n"))
+        if payload and payload != b"[DONE]":
+            times.append(reads[-1][0])
+            payloads.append(payload)
+    return times, payloads
+
+
+def _payload(raw: bytes) -> bytes:
+    """The event's data: its ``data:`` lines joined, leading spaces dropped."""
+    return b"".join(line[5:].lstrip() for line in raw.split(b"\n") if line.startswith(b"data:"))
+
+
+def _interpret(times: list[float], payloads: list[bytes], api: Api) -> ParsedStream:
+    out = ParsedStream()
+    parts: list[str] = []
+    chat = api == "chat"
+    for t, payload in zip(times, payloads, strict=True):
+        try:
+            text = payload.decode()
+            data, end = _scan_json(text, 0)
+            if end != len(text) and text[end:].strip():
+                raise ValueError("extra data")
+        except (ValueError, StopIteration):
+            out.error = out.error or f"unparseable event: {payload[:80]!r}"
+            continue
+        if type(data) is not dict:
+            continue
+        choices = data.get("choices")
+        if not choices:
+            if "error" in data:
+                err = data["error"]
+                out.error = out.error or (err.get("message") if isinstance(err, dict) else str(err))
+                continue
+            if data.get("usage"):
+                out.usage = data["usage"]
+            continue
+        if data.get("usage"):
+            out.usage = data["usage"]
+        choice = choices[0]
+        if chat:
+            delta = choice.get("delta") or {}
+            piece = delta.get("content") or delta.get("reasoning_content") or delta.get("reasoning")
+        else:
+            piece = choice.get("text")
+        if piece:
+            out.token_times.append(t)
+            parts.append(piece)
+        else:
+            out.empty_chunks += 1
     out.text = "".join(parts)
     return out
-
-
-def _parse_event(raw: bytes, t: float, api: Api, out: ParsedStream, parts: list[str]) -> None:
-    payload = b"".join(line[5:].lstrip() for line in raw.split(b"\n") if line.startswith(b"data:"))
-    if not payload or payload == b"[DONE]":
-        return
-    try:
-        data = json.loads(payload)
-    except ValueError:
-        out.error = out.error or f"unparseable event: {payload[:80]!r}"
-        return
-    if not isinstance(data, dict):
-        return
-    if "error" in data and not data.get("choices"):
-        err = data["error"]
-        out.error = out.error or (err.get("message") if isinstance(err, dict) else str(err))
-        return
-    if data.get("usage"):
-        out.usage = data["usage"]
-    choices = data.get("choices")
-    if not choices:
-        return
-    text = _event_text(api, choices[0])
-    if text:
-        out.token_times.append(t)
-        parts.append(text)
-    else:
-        out.empty_chunks += 1
 
 
 def build_payload(
@@ -131,13 +193,18 @@ def build_payload(
 
 @dataclass(slots=True)
 class RawResult:
-    """A finished request before metric computation. Times in perf_counter seconds."""
+    """A finished request before metric computation. Times in perf_counter seconds.
+
+    ``reads`` are the body's network reads; with ``framing="chunked"`` they still carry the
+    HTTP/1.1 chunk framing (the raw transport decodes it when the record is built).
+    """
 
     start: float
     end: float
     status: int | None
     reads: list[tuple[float, bytes]]
     error: str | None = None
+    framing: Literal["identity", "chunked"] = "identity"
 
 
 _HEADERS = {"Content-Type": "application/json", "Accept": "text/event-stream"}
@@ -165,6 +232,42 @@ async def send_streaming(
             return RawResult(start, clock(), resp.status, reads)
     except (aiohttp.ClientError, OSError, TimeoutError) as exc:
         return RawResult(start, clock(), None, reads, f"{type(exc).__name__}: {exc}".strip())
+
+
+class AiohttpTransport:
+    """aiohttp's client as a streaming transport (the session is the caller's)."""
+
+    kind = "aiohttp"
+
+    def __init__(self, session: aiohttp.ClientSession):
+        self.session = session
+
+    async def stream(self, url: str, body: bytes) -> RawResult:
+        return await send_streaming(self.session, url, body)
+
+    async def aclose(self) -> None:
+        """The session belongs to the caller, who closes it."""
+
+
+Transport = Literal["auto", "raw", "aiohttp"]
+
+
+def resolve_transport(kind: Transport, base_url: str) -> Literal["raw", "aiohttp"]:
+    """``auto``: the raw transport for ``http://`` servers, aiohttp for ``https://``."""
+    if kind == "auto":
+        return "raw" if base_url.lower().startswith("http://") else "aiohttp"
+    return kind
+
+
+def open_transport(
+    kind: Literal["raw", "aiohttp"], session: aiohttp.ClientSession, timeout_s: float = 600.0
+) -> AiohttpTransport | RawTransport:
+    """The streaming transport ``kind``; ``session`` serves the aiohttp one."""
+    if kind == "aiohttp":
+        return AiohttpTransport(session)
+    from pocforge.bench.rawhttp import RawTransport
+
+    return RawTransport(timeout_s=timeout_s)
 
 
 def make_session(limit: int = 0, timeout_s: float = 600.0) -> aiohttp.ClientSession:

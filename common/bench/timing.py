@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from pocforge.bench.client import Api, ParsedStream, RawResult, parse_stream
+from pocforge.bench.rawhttp import ProtocolError, dechunk
 from pocforge.bench.records import RequestRecord, TokenSource
 
 
@@ -42,7 +43,13 @@ def build_record(
     }
     if raw.error is not None:
         return RequestRecord(success=False, error=raw.error, **base)
-    parsed: ParsedStream = parse_stream(raw.reads, api)
+    reads = raw.reads
+    if raw.framing == "chunked":
+        try:
+            reads = dechunk(reads)
+        except ProtocolError as exc:
+            return RequestRecord(success=False, error=f"ProtocolError: {exc}", **base)
+    parsed: ParsedStream = parse_stream(reads, api)
     base["token_chunks"] = len(parsed.token_times)
     base["empty_chunks"] = parsed.empty_chunks
     if parsed.error is not None:

@@ -134,6 +134,13 @@ def bench() -> None:
 @click.option(
     "--scrape/--no-scrape", default=True, show_default=True, help="Scrape the server's /metrics."
 )
+@click.option(
+    "--transport",
+    type=click.Choice(["auto", "raw", "aiohttp"]),
+    default="auto",
+    show_default=True,
+    help="Streaming client: raw (lean asyncio HTTP/1.1, http:// only), aiohttp, or auto (raw for http://).",
+)
 @click.option("--quiet", is_flag=True, help="No progress bar.")
 @click.option("--out", required=True, type=click.Path(file_okay=False), help="Output folder.")
 def serve(**kw) -> None:
@@ -179,6 +186,7 @@ def serve(**kw) -> None:
             repeats=kw["repeats"], warmup=kw["warmup"], burstiness=kw["burstiness"],
             max_concurrency=kw["max_concurrency"], slos=list(kw["slos"]), ignore_eos=kw["ignore_eos"],
             gpus=kw["gpus"], timeout_s=kw["timeout"], scrape_metrics=kw["scrape"], seed=kw["seed"],
+            transport=kw["transport"],
         )  # fmt: skip
     except (DatasetError, SLOError) as exc:
         raise OneLineError(str(exc)) from None

@@ -17,7 +17,9 @@ from pocforge.cli.model import model
 from pocforge.frameworks.process import free_port
 
 
-def test_serve_writes_summary_records_and_table(instrument, tiny_dir, tmp_path):
+@pytest.mark.parametrize("transport", ["raw", "aiohttp"])
+def test_serve_writes_summary_records_and_table(instrument, tiny_dir, tmp_path, transport):
+    """Both streaming transports give the same, complete result files."""
     out = tmp_path / "run"
     res = CliRunner().invoke(
         bench,
@@ -43,6 +45,8 @@ def test_serve_writes_summary_records_and_table(instrument, tiny_dir, tmp_path):
             "ttft_ms:p90:500",
             "--slo",
             "error_rate:mean:0.01",
+            "--transport",
+            transport,
             "--out",
             str(out),
             "--quiet",
@@ -62,6 +66,7 @@ def test_serve_writes_summary_records_and_table(instrument, tiny_dir, tmp_path):
         assert [v["verdict"] for v in p["verdicts"]] == ["pass", "pass"]
         assert p["repeats"][0]["server"]["delta"]["vllm:request_success_total"] == 6
     assert summary["best_passing_point"] == "c3"
+    assert summary["environment"]["transport"] == transport
 
 
 @pytest.mark.parametrize(

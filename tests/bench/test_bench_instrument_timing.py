@@ -69,3 +69,30 @@ def test_open_loop_rate_is_offered_and_achieved(instrument, tiny_dir, tmp_path):
     lags = np.array([r.client_lag_ms for r in recs])
     assert np.median(lags) < 5.0  # sends leave when scheduled
     assert rep.client.send_delay_ms["p50"] == pytest.approx(np.median(lags))
+
+
+def test_instrument_clock_starts_when_the_request_is_complete(instrument):
+    """Headers now, body 200 ms later: the first token comes TTFT after the body, and the
+    instrument's own lateness for it is small (its clock did not start at the headers)."""
+    import socket
+    import time
+    from urllib.parse import urlsplit
+
+    urllib.request.urlopen(urllib.request.Request(instrument + "/lag/reset", method="POST")).read()
+    u = urlsplit(instrument)
+    body = b'{"max_tokens": 2}'
+    head = b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+    with socket.create_connection((u.hostname, u.port), timeout=5) as s:
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        s.sendall(head)
+        time.sleep(0.2)
+        t0 = time.perf_counter()
+        s.sendall(body)
+        got = b""
+        while b"tok" not in got:
+            got += s.recv(65536)
+        first = (time.perf_counter() - t0) * 1000.0
+    assert got.startswith(b"HTTP/1.1 200 OK") and b"Transfer-Encoding: chunked" in got
+    lag = _lag(instrument)["first_ms"]
+    assert len(lag) == 1 and abs(lag[0]) < 20.0
+    assert TTFT_MS - 1.0 <= first < TTFT_MS + lag[0] + 20.0

@@ -63,7 +63,9 @@ def test_sigint_keeps_finished_points_and_requests(tmp_path):
                 ):
                     break
                 time.sleep(0.05)
-            time.sleep(0.5)
+            # c2 is under way; one request there takes ~0.5 s (20 ms TTFT + 24 x 20 ms), so
+            # after 1.2 s some have finished and its first repeat (3 rounds) has not.
+            time.sleep(1.2)
             proc.send_signal(signal.SIGINT)
             stdout, stderr = proc.communicate(timeout=60)
         finally:
