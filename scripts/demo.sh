@@ -17,6 +17,7 @@ status=0
 $BIN/pocforge run demo || status=$?
 echo
 run=$(ls -d results/demo/*/ 2>/dev/null | sort | tail -1)
+run=${run%/}
 if [ -n "$run" ]; then
   echo "== 3. the run"
   $BIN/pocforge results verify "$run" || true
