@@ -53,15 +53,16 @@ def ls_cmd() -> None:
 
 
 def _run_status(name: str) -> str:
-    """Status of the newest run under ``results/<poc>/``, read from its manifest."""
-    runs = sorted((pocs_dir().parent / "results" / name).glob("*/run.json"))
+    """Status of the POC's newest run, from the run store."""
+    from pocforge.results.store import Run, RunError, RunStore
+
+    runs = RunStore().runs(name)
     if not runs:
         return "no runs"
     try:
-        manifest = json.loads(runs[-1].read_text())
-    except (OSError, ValueError):
-        return f"{runs[-1].parent.name}: unreadable manifest"
-    return f"{runs[-1].parent.name}: {manifest.get('status', 'unknown')}"
+        return f"{runs[-1].name}: {Run.open(runs[-1]).manifest.status}"
+    except RunError:
+        return f"{runs[-1].name}: unreadable manifest"
 
 
 @click.command("new")

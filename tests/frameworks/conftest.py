@@ -5,8 +5,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pocforge.frameworks.process import free_port  # noqa: F401 - re-exported to the tests here
-
 
 @pytest.fixture
 def good_spec_file(tmp_path: Path):

@@ -9,12 +9,12 @@ import pytest
 import yaml
 
 from pocforge.frameworks import LaunchContext
+from pocforge.frameworks.process import free_port
 from pocforge.spec import load_spec
 from pocforge.training.run import run_training
 from pocforge.training.summary import TrainingSummary
 
 from ..conftest import REPO
-from .conftest import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 

@@ -12,11 +12,11 @@ import urllib.request
 import pytest
 
 from pocforge.frameworks import ADAPTERS, LaunchContext
-from pocforge.frameworks.process import ManagedProcess, ServerCrashed
+from pocforge.frameworks.process import ManagedProcess, ServerCrashed, free_port
 from pocforge.spec import load_spec
 
 from ..conftest import REPO
-from .conftest import cpu_serving_spec, free_port
+from .conftest import cpu_serving_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 SGLANG_PYTHON = REPO / ".venv-sglang" / "bin" / "python"

@@ -22,6 +22,7 @@ import stat
 import subprocess
 import textwrap
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -274,6 +275,18 @@ class NetnsCluster:
 
 
 # --- what a host's private /opt holds in the tests -------------------------------------------
+@contextlib.contextmanager
+def running_cluster(folder: Path, count: int) -> Iterator[NetnsCluster]:
+    """``count`` namespaced hosts for the block; always torn down, and checked to be gone."""
+    made = NetnsCluster(folder, count=count)
+    try:
+        made.start()
+        yield made
+    finally:
+        made.close()
+        assert made.leftovers() == [], "namespaces left behind"
+
+
 def fake_amd_smi(opt, gpus: int) -> None:
     """A scripted amd-smi in this host's private /opt that reports ``gpus`` MI300X."""
     tool = opt / "rocm" / "bin" / "amd-smi"

@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pocforge.frameworks import ADAPTERS, LaunchContext
-from pocforge.frameworks.process import ManagedProcess
+from pocforge.frameworks.process import ManagedProcess, free_port
 from pocforge.spec import load_spec
 
 from ..conftest import REPO
-from ..frameworks.conftest import cpu_serving_spec, free_port
+from ..frameworks.conftest import cpu_serving_spec
 
 PROMPTS = ("The kit", "hello world", "a b c d e")
 MAX_TOKENS = 8

@@ -22,7 +22,7 @@ import yaml
 from pocforge.cluster import ClusterExpectations, collective_references, run_in
 from pocforge.results.store import RunStore
 
-from .netns import NetnsCluster, fake_amd_smi, missing_prerequisites
+from .netns import fake_amd_smi, missing_prerequisites, running_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -77,13 +77,8 @@ def scripted_tests(opt: Path, outputs: dict[str, tuple[str, str]]) -> None:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    made = NetnsCluster(tmp_path_factory.mktemp("netns"), count=2)
-    try:
-        made.start()
+    with running_cluster(tmp_path_factory.mktemp("netns"), 2) as made:
         yield made
-    finally:
-        made.close()
-        assert made.leftovers() == [], "namespaces left behind"
 
 
 def test_collectives_judge_each_host_and_feed_the_dashboard(cluster, tmp_path):

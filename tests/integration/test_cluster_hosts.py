@@ -9,7 +9,7 @@ import pytest
 
 from pocforge.cluster import ClusterExpectations, run_playbook
 
-from .netns import NetnsCluster, fake_amd_smi, missing_prerequisites
+from .netns import fake_amd_smi, missing_prerequisites, running_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -28,13 +28,8 @@ AMD8 = ClusterExpectations(gpu_required=True, gpu_vendor="amd", gpu_model="MI300
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    made = NetnsCluster(tmp_path_factory.mktemp("netns"), count=3)
-    try:
-        made.start()
+    with running_cluster(tmp_path_factory.mktemp("netns"), 3) as made:
         yield made
-    finally:
-        made.close()
-        assert made.leftovers() == [], "namespaces left behind"
 
 
 @pytest.fixture(scope="module")

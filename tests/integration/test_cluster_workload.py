@@ -19,7 +19,7 @@ from pocforge.cluster.workload import run_workload
 from pocforge.results.store import RunStore
 from pocforge.spec import load_poc
 
-from .netns import SUBNET, NetnsCluster, missing_prerequisites
+from .netns import SUBNET, missing_prerequisites, running_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -70,13 +70,8 @@ def workspace(root: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    made = NetnsCluster(tmp_path_factory.mktemp("netns"), count=1)
-    try:
-        made.start()
+    with running_cluster(tmp_path_factory.mktemp("netns"), 1) as made:
         yield made
-    finally:
-        made.close()
-        assert made.leftovers() == [], "namespaces left behind"
 
 
 def test_serve_playbook_launches_benchmarks_collects_and_tears_down(cluster, tmp_path):
