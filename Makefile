@@ -8,10 +8,10 @@ RUN   ?=
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-unit test-kernels lint fmt demo poc validate spec-docs bench bench-client bench-kernels bench-report report patch-check patch unpatch cluster-up cluster-check cluster-collectives cluster-serve cluster-train cluster-down clean
+.PHONY: help setup test test-unit test-kernels lint fmt demo poc validate spec-docs bench bench-client bench-kernels kernels-compile bench-report report patch-check patch unpatch cluster-up cluster-check cluster-collectives cluster-serve cluster-train cluster-down clean
 
 help: ## List every target with one line each
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-14s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 setup: ## Install everything on a fresh machine (.venv, .venv-sglang, Debian packages as root); idempotent
 	@scripts/setup.sh
@@ -56,6 +56,9 @@ report: ## Dashboard of a run (newest of POC unless RUN=…); REPORT_ARGS="--pdf
 
 bench-kernels: ## Kernel roofline table (on a CPU: correctness only, no meaningful timing)
 	$(BIN)/python -m pocforge.kernels.bench --json results/kernels-bench.json
+
+kernels-compile: ## Compile every kernel for gfx942/gfx950/sm90/sm100 with Triton's own backends (no GPU needed)
+	$(BIN)/pocforge kernels compile --json results/kernels-compile.json
 
 test-kernels: ## Only the kernel suite (Triton interpreter on a CPU)
 	TRITON_INTERPRET=1 $(BIN)/pytest tests/kernels

@@ -16,7 +16,7 @@ _VERB_MODULES = [
     "pocforge.cli.patch",
     "pocforge.cli.bench",
     "pocforge.cli.train",  # adds `bench train` to the bench group
-    "pocforge.cli.kernels",  # adds `bench kernels`
+    "pocforge.cli.kernels",  # adds `bench kernels` and `kernels compile`
     "pocforge.cli.model",
     "pocforge.cli.cluster",
     "pocforge.cli.results",

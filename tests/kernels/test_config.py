@@ -57,3 +57,49 @@ def test_arch_override_and_cpu_detection(monkeypatch):
     assert arch.current_arch() == "gfx950"
     monkeypatch.delenv(arch.ARCH_ENV)
     assert arch.current_arch("cpu") == "cpu"
+
+
+def _clear_cache():
+    config.load_table.cache_clear()
+
+
+def test_override_folder_wins_over_the_shipped_file(tmp_path, monkeypatch):
+    """POCFORGE_KERNELS_CONFIG_DIR: try configs on site without editing the kit."""
+    (tmp_path / "rms_norm").mkdir()
+    table = {"op": "rms_norm", "size_key": "hidden_size", "provenance": "a tuning try"}
+    table["configs"] = {"4096": {"BLOCK": 2048, "TILE": 2048, "num_warps": 4}}
+    (tmp_path / "rms_norm" / "sm90.json").write_text(json.dumps(table))
+    monkeypatch.setenv(config.CONFIG_DIR_ENV, str(tmp_path))
+    _clear_cache()
+    try:
+        assert config.config_path("rms_norm", "sm90") == tmp_path / "rms_norm" / "sm90.json"
+        assert config.launch_config("rms_norm", 4096, arch="sm90")["BLOCK"] == 2048
+        # Ops and arches the folder does not name keep the shipped files.
+        shipped = config.KERNELS_ROOT / "rms_norm" / "configs" / "gfx942.json"
+        assert config.config_path("rms_norm", "gfx942") == shipped
+    finally:
+        monkeypatch.delenv(config.CONFIG_DIR_ENV)
+        _clear_cache()
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{not json", "not valid JSON"),
+        ('{"configs": {}}', "no 'configs' entries"),
+        ('{"size_key": "T", "configs": {"big": {"BLOCK_M": 64}}}', "bucket keys must be whole"),
+    ],
+)
+def test_bad_override_names_the_file(tmp_path, monkeypatch, text, message):
+    (tmp_path / "fused_moe").mkdir()
+    bad = tmp_path / "fused_moe" / "sm90.json"
+    bad.write_text(text)
+    monkeypatch.setenv(config.CONFIG_DIR_ENV, str(tmp_path))
+    _clear_cache()
+    try:
+        with pytest.raises(ValueError, match=message) as err:
+            config.launch_config("fused_moe", 64, arch="sm90")
+        assert str(bad) in str(err.value)
+    finally:
+        monkeypatch.delenv(config.CONFIG_DIR_ENV)
+        _clear_cache()

@@ -1,0 +1,496 @@
+"""Compile every kernel the kit launches for real GPU targets, on any machine, GPU or not.
+
+Triton needs no GPU to compile: its front end, LLVM, the ``ptxas`` that ships
+in the wheel (CUDA) and the linker built into it (ROCm) turn a kernel into the
+same cubin or hsaco a GPU would load.  What needs the GPU is only the launch.
+This module runs the benchmark cases (:mod:`.cases`, at the GPU workload's
+model shapes) with Triton's launch path intact up to the compiler and stopped
+right after it, once per target architecture, so each kernel is compiled with
+exactly the constexprs, dtypes, ``num_warps`` and ``num_stages`` its launcher
+picks for that architecture from ``configs/<arch>.json``.  Every bucket of
+every config file is compiled, not only the one the benchmark shape selects.
+
+What it checks, which the CPU interpreter cannot:
+
+* the kernel compiles for the target (types, layouts, ``tl.dot`` shapes and
+  fp8 formats the interpreter accepts but a backend refuses);
+* its shared memory (LDS on AMD) fits one program's limit on that target;
+  over the limit, the launch would fail with "out of resource";
+* registers do not spill (reported, not failed: a spill is slow, not wrong);
+* every ``@triton.jit`` kernel of the library is compiled at least once.
+
+It says nothing about speed.  Run ``python -m pocforge.kernels.bench.aot``;
+without ``TRITON_INTERPRET`` (the interpreter replaces the compiler).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import re
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import triton
+import triton.compiler
+from triton.backends.compiler import GPUTarget
+from triton.runtime.driver import driver
+from triton.runtime.jit import KernelInterface
+
+from .. import OPS, backend, config, load
+from ..arch import ARCH_ENV
+from . import cases
+
+SCHEMA = "pocforge.kernels.aot/1"
+
+
+@dataclass(frozen=True)
+class Target:
+    """One architecture the kit ships configs for, as Triton names it, with its limits."""
+
+    arch: str
+    backend: str  # Triton backend: "cuda" or "hip"
+    triton_arch: int | str
+    warp_size: int
+    shared_limit: int  # bytes of shared memory (LDS) one program may allocate
+    source: str
+
+    def gpu_target(self) -> GPUTarget:
+        return GPUTarget(self.backend, self.triton_arch, self.warp_size)
+
+
+TARGETS: dict[str, Target] = {
+    t.arch: t
+    for t in (
+        Target(
+            arch="gfx942",
+            backend="hip",
+            triton_arch="gfx942",
+            warp_size=64,
+            shared_limit=64 * 1024,
+            source="AMD CDNA3 ISA: 64 KiB of LDS per compute unit (MI300X, MI325X)",
+        ),
+        Target(
+            arch="gfx950",
+            backend="hip",
+            triton_arch="gfx950",
+            warp_size=64,
+            shared_limit=160 * 1024,
+            source="AMD CDNA4 ISA: 160 KiB of LDS per compute unit (MI355X)",
+        ),
+        Target(
+            arch="sm90",
+            backend="cuda",
+            triton_arch=90,
+            warp_size=32,
+            shared_limit=227 * 1024,
+            source="CUDA C++ Programming Guide, compute capability 9.0: 227 KB per block (H100, H200)",
+        ),
+        Target(
+            arch="sm100",
+            backend="cuda",
+            triton_arch=100,
+            warp_size=32,
+            shared_limit=227 * 1024,
+            source="CUDA C++ Programming Guide, compute capability 10.0: 227 KB per block (B200)",
+        ),
+    )
+}
+
+
+@dataclass
+class Compiled:
+    """One kernel variant compiled for one target: what it needs and whether it fits."""
+
+    arch: str
+    kernel: str
+    case: str  # the benchmark case (op and model) whose launch asked for it
+    config: str  # the config files and buckets the launcher looked up: "op/arch.json[bucket]"
+    num_warps: int
+    num_stages: int
+    seconds: float
+    shared_bytes: int | None = None
+    shared_limit: int | None = None
+    registers: int | None = None  # per thread (CUDA) or VGPRs per lane (AMD)
+    spill_bytes: int | None = None  # local memory (CUDA) or scratch (AMD) per thread
+    occupancy: int | None = None  # waves per SIMD, as the AMD compiler reports it
+    error: str | None = None
+
+    @property
+    def status(self) -> str:
+        if self.error:
+            return "compile error"
+        if self.shared_bytes is not None and self.shared_bytes > self.shared_limit:
+            return "over shared limit"
+        if self.spill_bytes:
+            return "spills"
+        return "ok"
+
+    @property
+    def failed(self) -> bool:
+        return self.status in ("compile error", "over shared limit")
+
+    def as_dict(self) -> dict:
+        return asdict(self) | {"status": self.status}
+
+
+# -- inspecting a compiled kernel ------------------------------------------------------------
+
+
+def _cuobjdump() -> Path | None:
+    import triton.backends.nvidia as nvidia
+
+    tool = Path(nvidia.__file__).parent / "bin" / "cuobjdump"
+    return tool if tool.exists() else None
+
+
+def _cuda_resources(cubin: bytes) -> dict:
+    """Registers, static shared and local (spill) bytes from ``cuobjdump --dump-resource-usage``."""
+    tool = _cuobjdump()
+    if tool is None:
+        return {}
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        out = subprocess.run(
+            [str(tool), "--dump-resource-usage", f.name],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+    fields = dict(re.findall(r"\b(REG|SHARED|LOCAL|STACK):(\d+)", out))
+    return {k: int(v) for k, v in fields.items()}
+
+
+def _amd_resources(asm: str) -> dict:
+    """VGPRs, spills, scratch and occupancy from the AMDGCN assembly's metadata."""
+
+    def field(pattern: str) -> int | None:
+        found = re.search(pattern, asm)
+        return int(found.group(1)) if found else None
+
+    return {
+        "vgpr": field(r"\.vgpr_count:\s+(\d+)"),
+        "vgpr_spill": field(r"\.vgpr_spill_count:\s+(\d+)") or 0,
+        "sgpr_spill": field(r"\.sgpr_spill_count:\s+(\d+)") or 0,
+        "scratch": field(r"; ScratchSize: (\d+)") or 0,
+        "occupancy": field(r"; Occupancy: (\d+)"),
+    }
+
+
+def inspect(compiled, target: Target, record: Compiled) -> None:
+    """Fill ``record``'s resource fields from a ``triton.compile`` result."""
+    shared = int(compiled.metadata.shared)
+    if target.backend == "cuda":
+        res = _cuda_resources(compiled.asm["cubin"])
+        record.shared_bytes = shared + res.get("SHARED", 0)
+        record.registers = res.get("REG")
+        record.spill_bytes = res.get("LOCAL")
+    else:
+        res = _amd_resources(compiled.asm["amdgcn"])
+        record.shared_bytes = shared
+        record.registers = res["vgpr"]
+        spilled = res["vgpr_spill"] + res["sgpr_spill"]
+        record.spill_bytes = res["scratch"] if spilled else 0
+        record.occupancy = res["occupancy"]
+    record.shared_limit = target.shared_limit
+
+
+def _error_text(exc: Exception) -> str:
+    """Triton's compile errors quote the source, then a caret, then (or in their cause) the
+    reason: keep the location, the offending line and the reason."""
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    root = exc
+    while root.__cause__ is not None:  # nested jit calls wrap the reason once per level
+        root = root.__cause__
+    root_lines = [line.strip() for line in str(root).splitlines() if line.strip() not in ("", "^")]
+    reason = root_lines[-1] if root_lines else type(root).__name__
+    if root is exc and lines and lines[-1].strip() != "^":
+        lines.pop()
+    if lines and lines[-1].strip() == "^":
+        lines.pop()
+    where = f"{lines[0]} {lines[-1].strip()}" if len(lines) > 1 else " ".join(lines)
+    text = f"{type(exc).__name__}: {where}" + (f" -> {reason.splitlines()[0]}" if reason else "")
+    return text[:500]
+
+
+# -- stopping Triton's launch path after the compiler -----------------------------------------
+
+
+class _CompileOnlyDriver:
+    """The part of a Triton driver ``JITFunction.run`` asks for before it compiles.
+
+    Each target gets its own device number, so the per-device caches Triton keeps
+    in every kernel never mix two architectures' binaries.
+    """
+
+    def __init__(self, target: GPUTarget, device: int):
+        self.target, self.device = target, device
+
+    def get_current_target(self) -> GPUTarget:
+        return self.target
+
+    def get_current_device(self) -> int:
+        return self.device
+
+    def get_current_stream(self, device=None) -> int:
+        return 0
+
+
+class _NotLaunched:
+    """Stands in for the compiled kernel at launch: nothing runs on any device.
+
+    Integer tensors handed to the kernel are zeroed, because host code after a
+    launch may index with a kernel's integer output (fused MoE sorts the expert
+    ids routing wrote); zero keeps that in range.  Values mean nothing here.
+    """
+
+    function = packed_metadata = None
+
+    def launch_metadata(self, *args):
+        return None
+
+    def run(self, *args):
+        for arg in args:
+            if isinstance(arg, torch.Tensor) and not arg.dtype.is_floating_point:
+                arg.zero_()
+
+
+def _empty(*shape, device, dtype=None, scale: float = 1.0) -> torch.Tensor:
+    return torch.empty(*shape, device=device, dtype=dtype)
+
+
+class Session:
+    """Collects :class:`Compiled` records while the cases run with launches stopped."""
+
+    def __init__(self):
+        self.records: list[Compiled] = []
+        self.target: Target | None = None
+        self.case = ""
+        self.consulted: list[str] = []  # config files and buckets this call has looked up
+        # Every (arch, config file[bucket]) some launch ran under.  Two buckets with the same
+        # parameters compile to one variant (Triton caches it), so records alone undercount.
+        self.configs_checked: set[str] = set()
+        self.forced: tuple[str, str] | None = None  # (config op, bucket) every lookup returns
+        self.config_ops: list[tuple[str, str]] = []  # (config op, bucket) the case asked for
+
+    def _compile(self, src, target=None, options=None, **kwargs):
+        options = options or {}
+        record = Compiled(
+            arch=self.target.arch,
+            kernel=getattr(src, "name", None) or src.fn.__name__,
+            case=self.case,
+            config=", ".join(self.consulted) or "-",
+            num_warps=options.get("num_warps", 4),
+            num_stages=options.get("num_stages", 3),
+            seconds=0.0,
+        )
+        start = time.perf_counter()
+        try:
+            compiled = _REAL_COMPILE(src, target=target, options=options, **kwargs)
+            inspect(compiled, self.target, record)
+        except Exception as exc:  # reported in the table, never raised
+            record.error = _error_text(exc)
+        record.seconds = round(time.perf_counter() - start, 3)
+        self.records.append(record)
+        return _NotLaunched()
+
+    def _launch_config(self, op, size, device=None, arch=None):
+        table = config.load_table(op, self.target.arch)
+        forced = self.forced and self.forced[0] == op
+        bucket = self.forced[1] if forced else config.choose_bucket(table, size)
+        if (op, bucket) not in self.config_ops:
+            self.config_ops.append((op, bucket))
+        path = config.config_path(op, self.target.arch)
+        shipped = path.is_relative_to(config.KERNELS_ROOT)
+        used = f"{path.relative_to(config.KERNELS_ROOT) if shipped else path}[{bucket}]"
+        if used not in self.consulted:
+            self.consulted.append(used)
+        self.configs_checked.add(f"{self.target.arch} {used}")
+        return dict(table["configs"][bucket])
+
+    @contextlib.contextmanager
+    def stopped_launches(self, target: Target, device: int):
+        """Launches compile for ``target`` and stop there; configs resolve for its arch."""
+        saved = (triton.compiler.compile, config.launch_config, cases.randn)
+        saved_arch, saved_driver = os.environ.get(ARCH_ENV), driver._active
+        self.target = target
+        triton.compiler.compile = self._compile
+        config.launch_config = self._launch_config
+        cases.randn = _empty
+        backend.CHECK_DEVICE = False
+        os.environ[ARCH_ENV] = target.arch
+        driver.set_active(_CompileOnlyDriver(target.gpu_target(), device))
+        try:
+            yield
+        finally:
+            driver._active = saved_driver
+            triton.compiler.compile, config.launch_config, cases.randn = saved
+            backend.CHECK_DEVICE = True
+            if saved_arch is None:
+                os.environ.pop(ARCH_ENV, None)
+            else:
+                os.environ[ARCH_ENV] = saved_arch
+
+
+_REAL_COMPILE = triton.compiler.compile
+
+
+# -- what gets compiled -----------------------------------------------------------------------
+
+
+def _training_calls(models: dict, work: dict, device, dtype) -> dict[str, callable]:
+    """Launches the benchmark cases do not make: backward kernels and GELU-and-mul."""
+    m = models["llama-3-8b"]
+    t, h, i = work["decode_batch"], m["hidden_size"], m["intermediate_size"]
+
+    def rms_norm_backward():
+        x = torch.empty(t, h, device=device, dtype=dtype, requires_grad=True)
+        w = torch.empty(h, device=device, dtype=dtype, requires_grad=True)
+        load("rms_norm")(x, w, 1e-6).backward(torch.empty(t, h, device=device, dtype=dtype))
+
+    def act_and_mul(name):
+        def call():
+            x = torch.empty(t, 2 * i, device=device, dtype=dtype, requires_grad=True)
+            load(name)(x).backward(torch.empty(t, i, device=device, dtype=dtype))
+
+        return call
+
+    return {
+        "rms_norm backward (llama-3-8b)": rms_norm_backward,
+        "silu_and_mul backward (llama-3-8b)": act_and_mul("silu_and_mul"),
+        "gelu_and_mul fwd+bwd (llama-3-8b)": act_and_mul("gelu_and_mul"),
+    }
+
+
+def _calls(ops: list[str] | None, dtype) -> dict[str, callable]:
+    """Every launch to compile, by name: the GPU benchmark cases plus training's kernels."""
+    from .harness import load_models
+
+    spec = load_models()
+    work, device = spec["workloads"]["gpu"], torch.device("cpu")
+    calls = {}
+    for op, models in spec["ops"].items():
+        if ops and op not in ops:
+            continue
+        for model in models:
+            build = cases.BUILDERS[op]
+            calls[f"{op} ({model})"] = _deferred(build, spec["models"][model], work, device, dtype)
+    for name, call in _training_calls(spec["models"], work, device, dtype).items():
+        if not ops or name.split()[0] in ops:
+            calls[name] = call
+    return calls
+
+
+def _deferred(build, model, work, device, dtype):
+    def call():
+        build(model, work, device, dtype).kernel()
+
+    return call
+
+
+def library_kernels() -> set[str]:
+    """Names of the ``@triton.jit`` kernels the library launches (``*_kernel`` in kernel.py)."""
+    names = set()
+    for folder in sorted({target.split(":")[0] for target in OPS.values()}):
+        module = importlib.import_module(f"pocforge.kernels.{folder}.kernel")
+        for name, value in vars(module).items():
+            if isinstance(value, KernelInterface) and name.endswith("_kernel"):
+                names.add(name)
+    return names
+
+
+def compile_all(
+    archs: list[str] | None = None, ops: list[str] | None = None, dtype=torch.bfloat16
+) -> dict:
+    """Compile every launch of ``ops`` (default: all) for ``archs`` (default: all targets)."""
+    if backend.interpreting():
+        raise RuntimeError(
+            "the compile check needs Triton's compiler: unset TRITON_INTERPRET (the interpreter "
+            "replaces it)"
+        )
+    unknown = sorted(set(archs or ()) - set(TARGETS))
+    if unknown:
+        raise ValueError(f"unknown arch(s) {unknown}; known: {', '.join(TARGETS)}")
+    known = set(cases.BUILDERS) | {"gelu_and_mul"}
+    if set(ops or ()) - known:
+        raise ValueError(
+            f"unknown op(s) {sorted(set(ops) - known)}; known: {', '.join(sorted(known))}"
+        )
+    session = Session()
+    calls = _calls(ops, dtype)
+    errors = []
+    for device, arch in enumerate(archs or list(TARGETS), start=1):
+        target = TARGETS[arch]
+        with session.stopped_launches(target, device):
+            for name, call in calls.items():
+                session.config_ops.clear()
+                session.forced, session.case, session.consulted = None, name, []
+                try:
+                    call()
+                except Exception as exc:
+                    errors.append(f"{arch} {name}: {type(exc).__name__}: {exc}"[:400])
+                    continue
+                # Then every other bucket of each config file the case consulted.
+                for op, natural in list(session.config_ops):
+                    table = config.load_table(op, arch)
+                    for bucket in table["configs"]:
+                        if bucket == natural:
+                            continue
+                        session.forced, session.consulted = (op, bucket), []
+                        try:
+                            call()
+                        except Exception as exc:
+                            errors.append(f"{arch} {name} {op}/{bucket}: {exc}"[:400])
+                session.forced = None
+    compiled = {r.kernel for r in session.records}
+    missing = sorted(library_kernels() - compiled) if not ops else []
+    return {
+        "schema": SCHEMA,
+        "triton": triton.__version__,
+        "torch": torch.__version__,
+        "dtype": str(dtype).replace("torch.", ""),
+        "targets": {a: asdict(TARGETS[a]) for a in archs or TARGETS},
+        "records": [r.as_dict() for r in session.records],
+        "configs_checked": sorted(session.configs_checked),
+        "errors": errors,
+        "not_compiled": missing,
+        "ok": not errors and not missing and not any(r.failed for r in session.records),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import json
+    import sys
+
+    parser = argparse.ArgumentParser(
+        prog="python -m pocforge.kernels.bench.aot",
+        description="Compile every kernel launch for real GPU targets (no GPU needed).",
+    )
+    parser.add_argument("--arch", action="append", dest="archs", choices=sorted(TARGETS))
+    parser.add_argument("--op", action="append", dest="ops", metavar="OP")
+    parser.add_argument("--all", action="store_true", help="print every compiled variant")
+    parser.add_argument("--json", type=Path, metavar="OUT", help="also write the result here")
+    args = parser.parse_args(argv)
+    try:
+        result = compile_all(args.archs, args.ops)
+    except (RuntimeError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    from .report import print_compile_report
+
+    print_compile_report(result, every_variant=args.all)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2) + "\n")
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
