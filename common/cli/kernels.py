@@ -73,6 +73,7 @@ def kernels_group() -> None:
 )
 @click.option("--op", "ops", multiple=True, help="Op to compile (repeatable; default: all).")
 @click.option("--all", "every_variant", is_flag=True, help="Print every compiled variant.")
+@click.option("--markdown", is_flag=True, help="Print the per-kernel summary as a Markdown table.")
 @click.option(
     "--json",
     "json_out",
@@ -80,7 +81,11 @@ def kernels_group() -> None:
     help="Also write the result document here.",
 )
 def compile_cmd(
-    archs: tuple[str, ...], ops: tuple[str, ...], every_variant: bool, json_out: Path | None
+    archs: tuple[str, ...],
+    ops: tuple[str, ...],
+    every_variant: bool,
+    markdown: bool,
+    json_out: Path | None,
 ) -> None:
     """Compile every kernel launch for MI300X/MI325X (gfx942), MI355X (gfx950), H100/H200 (sm90)
     and B200 (sm100) at the benchmark shapes and every shipped config, with Triton's own
@@ -89,6 +94,7 @@ def compile_cmd(
     argv = [sys.executable, "-m", "pocforge.kernels.bench.aot"]
     argv += [f"--arch={a}" for a in archs] + [f"--op={o}" for o in ops]
     argv += ["--all"] if every_variant else []
+    argv += ["--markdown"] if markdown else []
     argv += [f"--json={json_out}"] if json_out else []
     # Its own process: the check stops Triton's launch path after the compiler, and the
     # interpreter (TRITON_INTERPRET) would replace the compiler altogether.

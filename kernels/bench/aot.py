@@ -478,15 +478,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--op", action="append", dest="ops", metavar="OP")
     parser.add_argument("--all", action="store_true", help="print every compiled variant")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the result here")
+    parser.add_argument("--markdown", action="store_true", help="print the summary as Markdown")
     args = parser.parse_args(argv)
     try:
         result = compile_all(args.archs, args.ops)
     except (RuntimeError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from .report import print_compile_report
+    from .report import compile_markdown, print_compile_report
 
-    print_compile_report(result, every_variant=args.all)
+    if args.markdown:
+        print(compile_markdown(result), end="")
+    else:
+        print_compile_report(result, every_variant=args.all)
     if args.json:
         args.json.write_text(json.dumps(result, indent=2) + "\n")
     return 0 if result["ok"] else 1

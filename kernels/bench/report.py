@@ -49,6 +49,66 @@ def _kib(value) -> str:
     return "-" if value is None else f"{value / 1024:.1f}"
 
 
+def compile_summary(result: dict, every_variant: bool = False) -> list[dict]:
+    """Rows of the compile report: one per architecture and kernel (or per variant)."""
+    records = result["records"]
+    if every_variant:
+        groups = [[r] for r in records]
+    else:
+        keyed: dict[tuple, list] = {}
+        for r in records:
+            keyed.setdefault((r["arch"], r["kernel"]), []).append(r)
+        groups = list(keyed.values())
+    rows = []
+    for group in groups:
+        first = group[0]
+
+        def most(key, pick=max, rows=group):
+            values = [r[key] for r in rows if r[key] is not None]
+            return pick(values) if values else None
+
+        rows.append(
+            {
+                "arch": first["arch"],
+                "kernel": first["kernel"].removesuffix("_kernel"),
+                "where": f"{first['case']} / {first['config']}"
+                if every_variant
+                else str(len(group)),
+                "warps": ",".join(map(str, sorted({r["num_warps"] for r in group}))),
+                "shared": f"{_kib(most('shared_bytes'))} / {_kib(first['shared_limit'])}",
+                "regs": str(most("registers") or "-"),
+                "spill": str(most("spill_bytes") or 0),
+                "occupancy": str(most("occupancy", min) or "-"),
+                "status": max((r["status"] for r in group), key=SEVERITY.index),
+            }
+        )
+    return rows
+
+
+SUMMARY_HEADERS = {
+    "arch": "arch",
+    "kernel": "kernel",
+    "where": "variants",
+    "warps": "warps",
+    "shared": "shared KiB / limit",
+    "regs": "regs",
+    "spill": "spill B",
+    "occupancy": "occupancy",
+    "status": "status",
+}
+
+
+def compile_markdown(result: dict) -> str:
+    """The per-kernel summary as a Markdown table, for kernels/BENCHMARKS.md."""
+    lines = [
+        "| " + " | ".join(SUMMARY_HEADERS.values()) + " |",
+        "|" + "---|" * len(SUMMARY_HEADERS),
+    ]
+    for row in compile_summary(result):
+        lines.append("| " + " | ".join(row[key] for key in SUMMARY_HEADERS) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def print_compile_report(
     result: dict, console: Console | None = None, every_variant: bool = False
 ) -> None:
@@ -61,38 +121,15 @@ def print_compile_report(
         f"{result['dtype']}; no GPU involved, no timing)"
     )
     table = Table(title=title)
-    for header in ("arch", "kernel", "variants" if not every_variant else "case / config"):
-        table.add_column(header)
-    for header in ("warps", "shared KiB / limit", "regs", "spill B", "occupancy", "status"):
-        table.add_column(header, justify="right" if header != "status" else "left")
-    if every_variant:
-        groups = [[r] for r in records]
-    else:
-        keyed: dict[tuple, list] = {}
-        for r in records:
-            keyed.setdefault((r["arch"], r["kernel"]), []).append(r)
-        groups = list(keyed.values())
-    for group in groups:
-        first = group[0]
-
-        def most(key, pick=max, rows=group):
-            values = [r[key] for r in rows if r[key] is not None]
-            return pick(values) if values else None
-
-        status = max((r["status"] for r in group), key=SEVERITY.index)
-        style = STATUS_STYLE.get(status, "red")
-        warps = sorted({r["num_warps"] for r in group})
-        table.add_row(
-            first["arch"],
-            first["kernel"].removesuffix("_kernel"),
-            f"{first['case']} / {first['config']}" if every_variant else str(len(group)),
-            ",".join(map(str, warps)),
-            f"{_kib(most('shared_bytes'))} / {_kib(first['shared_limit'])}",
-            str(most("registers") or "-"),
-            str(most("spill_bytes") or 0),
-            str(most("occupancy", min) or "-"),
-            f"[{style}]{status}[/]",
-        )
+    headers = dict(SUMMARY_HEADERS, where="case / config" if every_variant else "variants")
+    for key, header in headers.items():
+        numeric = key in ("warps", "shared", "regs", "spill", "occupancy")
+        table.add_column(header, justify="right" if numeric else "left")
+    for row in compile_summary(result, every_variant):
+        style = STATUS_STYLE.get(row["status"], "red")
+        cells = [row[key] for key in headers]
+        cells[-1] = f"[{style}]{row['status']}[/]"
+        table.add_row(*cells)
     console.print(table)
     console.print(
         "shared, regs and spill are the largest over a kernel's variants, occupancy the "

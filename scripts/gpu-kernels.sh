@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The kernel benchmark on a GPU machine, in one call: every op timed at model shapes against
+# its roofline, the torch reference and (where installed) vLLM's kernel.
+#
+#   bash scripts/gpu-kernels.sh            # from the repository root, on the GPU machine
+#
+# Made for a short, bare loan of a GPU: needs only python3 with a GPU build of torch and
+# triton (and pyyaml, rich), installs nothing, and uses the checkout in place through a
+# throw-away package folder, since pocforge.kernels never imports the rest of the kit.
+# Each op runs in its own process under a timeout, so a crash or a hang costs that op's
+# rows only; results are merged at the end, and whatever finished is kept if the run is cut.
+#
+# Writes into $OUT (default results/gpu-<host>): env.txt, kernels-bench.json (merged),
+# kernels-bench.log.  Exit status: 0 when every row is correct, 1 otherwise.
+# Rehearse on a CPU: PYTHON=.venv/bin/python bash scripts/gpu-kernels.sh (correctness only).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PY=${PYTHON:-python3}
+OUT=${OUT:-$ROOT/results/gpu-$(hostname)}
+PER_OP_TIMEOUT=${PER_OP_TIMEOUT:-240}
+OPS=${OPS:-rms_norm rotary_embedding silu_and_mul per_token_quant_fp8 per_block_quant_fp8 fp8_gemm flash_attention_prefill paged_attention_decode fused_moe mla_decode}
+mkdir -p "$OUT"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# pocforge.kernels from this checkout, without installing the kit.
+mkdir -p "$work/site/pocforge"
+: >"$work/site/pocforge/__init__.py"
+ln -s "$ROOT/kernels" "$work/site/pocforge/kernels"
+export PYTHONPATH="$work/site${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
+
+{
+  date -u +%FT%TZ
+  git -C "$ROOT" rev-parse HEAD 2>/dev/null || true
+  (nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>/dev/null ||
+    rocm-smi --showproductname 2>/dev/null || echo "no GPU tool found")
+  "$PY" - <<'EOF'
+import platform, sys, torch, triton
+import pocforge.kernels as k
+print("python", platform.python_version(), "torch", torch.__version__, "triton", triton.__version__)
+print("cuda", torch.version.cuda, "hip", torch.version.hip, "gpu", torch.cuda.is_available())
+if torch.cuda.is_available():
+    p = torch.cuda.get_device_properties(0)
+    print("device", p.name, "units", p.multi_processor_count, "memory_gib", round(p.total_memory / 2**30))
+print("pocforge.kernels from", k.__file__)
+EOF
+} 2>&1 | tee "$OUT/env.txt"
+
+for op in $OPS; do
+  echo "== $op"
+  timeout -k 10 "$PER_OP_TIMEOUT" "$PY" -m pocforge.kernels.bench --op "$op" --json "$work/$op.json" \
+    >"$work/$op.log" 2>&1
+  code=$?
+  tail -n 40 "$work/$op.log"
+  [ "$code" -ne 0 ] && echo "!! $op exited with $code"
+done 2>&1 | tee "$OUT/kernels-bench.log"  # a failed op shows in the merged rows below
+
+# One document: every op's rows, the first run's metadata, and the ops that left no result.
+"$PY" - "$work" "$OUT/kernels-bench.json" $OPS <<'EOF'
+import json, sys
+from pathlib import Path
+
+work, out, ops = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:]
+merged, missing = None, []
+for op in ops:
+    path = work / f"{op}.json"
+    if not path.exists():
+        missing.append(op)
+        continue
+    doc = json.loads(path.read_text())
+    if merged is None:
+        merged = doc
+    else:
+        merged["rows"] += doc["rows"]
+if merged is None:
+    sys.exit("no op left a result; see kernels-bench.log")
+for op in missing:
+    merged["rows"].append({"op": op, "correct": False, "error": "no result: crashed or timed out"})
+out.write_text(json.dumps(merged, indent=2) + "\n")
+from pocforge.kernels.bench import print_report
+print_report(merged)
+print(f"wrote {out}")
+EOF
+[ $? -eq 0 ] || exit 1
+if grep -q '"correct": false' "$OUT/kernels-bench.json"; then exit 1; fi
