@@ -278,6 +278,30 @@ def paged_attention_decode(m, w, device, dtype):
     )
 
 
+def _grouped_mm_moe(x, w13, w2, weights, ids, align: int = 16):
+    """The MoE layer the way torchtitan writes it: pairs sorted by expert into groups padded
+    to ``align`` rows, then PyTorch's grouped GEMM (CUTLASS on CUDA) for w13 and w2."""
+    n_tokens, top_k = ids.shape
+    n_experts, inter = w13.shape[0], w2.shape[2]
+    flat = ids.reshape(-1).long()
+    counts = torch.bincount(flat, minlength=n_experts)
+    padded = (counts + align - 1) // align * align
+    ends = padded.cumsum(0)
+    order = torch.argsort(flat, stable=True)
+    experts = flat[order]
+    rank = torch.arange(flat.numel(), device=x.device) - (counts.cumsum(0) - counts)[experts]
+    dest = (ends - padded)[experts] + rank  # each sorted pair's row in the padded groups
+    rows = x.new_zeros(flat.numel() + n_experts * (align - 1), x.shape[1])
+    rows[dest] = x[order // top_k]
+    offs = ends.to(torch.int32)
+    gate_up = torch._grouped_mm(rows, w13.transpose(1, 2), offs=offs)
+    act = F.silu(gate_up[:, :inter]) * gate_up[:, inter:]
+    down = torch._grouped_mm(act, w2.transpose(1, 2), offs=offs)[dest].float()
+    out = torch.zeros(n_tokens, x.shape[1], device=x.device, dtype=torch.float32)
+    out.index_add_(0, order // top_k, down * weights.reshape(-1)[order, None])
+    return out.to(x.dtype)
+
+
 def fused_moe(m, w, device, dtype):
     from ..fused_moe import ref
 
@@ -291,6 +315,9 @@ def fused_moe(m, w, device, dtype):
     _, ids = ref.topk_softmax(logits, top_k, renorm)
     active = ids.unique().numel()  # only routed-to experts' weights are read
     weight_bytes = active * 3 * h * i * x.element_size()
+
+    def grouped():
+        return _grouped_mm_moe(x, w13, w2, *ref.topk_softmax(logits, top_k, renorm))
 
     def vllm():
         from vllm.model_executor.layers.fused_moe import fused_experts
@@ -306,7 +333,10 @@ def fused_moe(m, w, device, dtype):
         weight_bytes + 2 * _size(x),
         6 * t * top_k * h * i,
         tolerance_dtype=dtype,
-        peers={"vLLM": vllm} if _vllm_ops() and device.type == "cuda" else {},
+        peers={
+            **({"torch _grouped_mm": grouped} if hasattr(torch, "_grouped_mm") else {}),
+            **({"vLLM": vllm} if _vllm_ops() and device.type == "cuda" else {}),
+        },
     )
 
 

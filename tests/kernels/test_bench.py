@@ -120,10 +120,11 @@ def test_peers_that_disagree_or_fail_are_reported_not_timed(monkeypatch):
 
 
 def test_cpu_run_checks_the_torch_peers_against_the_reference():
-    """SDPA and _scaled_mm compute the same thing as the kit's kernels (so a GPU ratio compares
+    """SDPA, _scaled_mm and the _grouped_mm MoE compute the same thing as the kit's kernels (so a GPU ratio compares
     like with like); checked here on the CPU, where both exist."""
-    result = run_benchmarks(["flash_attention_prefill", "fp8_gemm"])
+    result = run_benchmarks(["flash_attention_prefill", "fp8_gemm", "fused_moe"])
     peers = {(row["op"], row["model"]): row.get("peers", {}) for row in result["rows"]}
     assert peers[("flash_attention_prefill", "cpu-check")]["torch SDPA"]["agrees"]
     assert peers[("fp8_gemm", "cpu-check-per-channel")]["torch _scaled_mm"]["agrees"]
     assert peers[("fp8_gemm", "cpu-check")] == {}  # block scales: _scaled_mm has no such mode
+    assert peers[("fused_moe", "cpu-check")]["torch _grouped_mm"]["agrees"]
