@@ -123,16 +123,21 @@ def launch_cmd(
             process.check_alive()
             time.sleep(1.0)
     except KeyboardInterrupt:
+        _ignore_interrupts()  # before saying so: a second Ctrl-C may follow "stopping" at once
         click.echo("stopping")
     except LaunchError as exc:
         click.echo(str(exc), err=True)
         sys.exit(1)
     finally:
-        # A second Ctrl-C must not cut the stop short and leave the server's group running;
-        # stop() is bounded (SIGTERM grace, then SIGKILL).
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        _ignore_interrupts()
         process.stop()
+
+
+def _ignore_interrupts() -> None:
+    """A second Ctrl-C must not cut the stop short and leave the server's group running;
+    stop() is bounded (SIGTERM grace, then SIGKILL)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 def _interrupt(signum: int, frame: object) -> None:
