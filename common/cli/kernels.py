@@ -72,6 +72,9 @@ def kernels_group() -> None:
     help="Target architecture (repeatable; default: all).",
 )
 @click.option("--op", "ops", multiple=True, help="Op to compile (repeatable; default: all).")
+@click.option(
+    "--dtype", type=click.Choice(["bfloat16", "float16"]), default="bfloat16", show_default=True
+)
 @click.option("--all", "every_variant", is_flag=True, help="Print every compiled variant.")
 @click.option("--markdown", is_flag=True, help="Print the per-kernel summary as a Markdown table.")
 @click.option(
@@ -83,6 +86,7 @@ def kernels_group() -> None:
 def compile_cmd(
     archs: tuple[str, ...],
     ops: tuple[str, ...],
+    dtype: str,
     every_variant: bool,
     markdown: bool,
     json_out: Path | None,
@@ -92,7 +96,7 @@ def compile_cmd(
     compiler and no GPU: fails on a compile error or shared memory over the target's limit,
     reports registers, spills and occupancy. Exit 1 when anything fails."""
     argv = [sys.executable, "-m", "pocforge.kernels.bench.aot"]
-    argv += [f"--arch={a}" for a in archs] + [f"--op={o}" for o in ops]
+    argv += [f"--arch={a}" for a in archs] + [f"--op={o}" for o in ops] + [f"--dtype={dtype}"]
     argv += ["--all"] if every_variant else []
     argv += ["--markdown"] if markdown else []
     argv += [f"--json={json_out}"] if json_out else []

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import itertools
 import os
 import re
 import subprocess
@@ -318,10 +319,12 @@ class Session:
     @contextlib.contextmanager
     def stopped_launches(self, target: Target, device: int):
         """Launches compile for ``target`` and stop there; configs resolve for its arch."""
+        global _ACTIVE
         saved = (triton.compiler.compile, config.launch_config, cases.randn)
         saved_arch, saved_driver = os.environ.get(ARCH_ENV), driver._active
         self.target = target
-        triton.compiler.compile = self._compile
+        _ACTIVE = self
+        triton.compiler.compile = _compile_in_active_session
         config.launch_config = self._launch_config
         cases.randn = _empty
         backend.CHECK_DEVICE = False
@@ -330,7 +333,7 @@ class Session:
         try:
             yield
         finally:
-            driver._active = saved_driver
+            driver._active, _ACTIVE = saved_driver, None
             triton.compiler.compile, config.launch_config, cases.randn = saved
             backend.CHECK_DEVICE = True
             if saved_arch is None:
@@ -340,6 +343,17 @@ class Session:
 
 
 _REAL_COMPILE = triton.compiler.compile
+_ACTIVE: Session | None = None
+# Device numbers never repeat in a process: Triton keeps a cache per kernel and device, which
+# must not hand one session's stand-ins to the next.
+_DEVICE_NUMBERS = itertools.count(1)
+
+
+def _compile_in_active_session(src, target=None, options=None, **kwargs):
+    """What ``triton.compiler.compile`` is during a session.  Triton binds the compile
+    function once per kernel and device, so this indirection, not a session's bound
+    method, is what it keeps."""
+    return _ACTIVE._compile(src, target=target, options=options, **kwargs)
 
 
 # -- what gets compiled -----------------------------------------------------------------------
@@ -426,7 +440,8 @@ def compile_all(
     session = Session()
     calls = _calls(ops, dtype)
     errors = []
-    for device, arch in enumerate(archs or list(TARGETS), start=1):
+    for arch in archs or list(TARGETS):
+        device = next(_DEVICE_NUMBERS)
         target = TARGETS[arch]
         with session.stopped_launches(target, device):
             for name, call in calls.items():
@@ -476,12 +491,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--arch", action="append", dest="archs", choices=sorted(TARGETS))
     parser.add_argument("--op", action="append", dest="ops", metavar="OP")
+    # fp32 is left out: DeepSeek-V3's expert weights alone would be 30 GB of address space.
+    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16"])
     parser.add_argument("--all", action="store_true", help="print every compiled variant")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the result here")
     parser.add_argument("--markdown", action="store_true", help="print the summary as Markdown")
     args = parser.parse_args(argv)
     try:
-        result = compile_all(args.archs, args.ops)
+        result = compile_all(args.archs, args.ops, getattr(torch, args.dtype))
     except (RuntimeError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -147,3 +147,23 @@ def test_refuses_to_run_under_the_interpreter(tmp_path):
     )
     assert proc.returncode == 2
     assert "unset TRITON_INTERPRET" in proc.stderr
+
+
+def test_two_checks_in_one_process_each_compile_their_own(tmp_path):
+    """Triton caches a compile function per kernel and device: a second check in the same
+    process (fp16 after bf16) must still compile and record its own variants."""
+    code = (
+        "import torch\n"
+        "from pocforge.kernels.bench.aot import compile_all\n"
+        "runs = [compile_all(['sm90'], ['rms_norm'], d) for d in (torch.bfloat16, torch.float16)]\n"
+        "print([len(r['records']) for r in runs], all(r['ok'] for r in runs))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    counts, ok = proc.stdout.strip().rsplit("] ", 1)
+    first, second = (int(n) for n in counts.strip("[").split(","))
+    assert first == second > 0 and ok == "True"
