@@ -167,3 +167,11 @@ def test_two_checks_in_one_process_each_compile_their_own(tmp_path):
     counts, ok = proc.stdout.strip().rsplit("] ", 1)
     first, second = (int(n) for n in counts.strip("[").split(","))
     assert first == second > 0 and ok == "True"
+
+
+def test_cli_arch_choices_match_the_targets():
+    """The CLI lists the architectures without importing triton; they must stay the same."""
+    from pocforge.cli.kernels import ARCHS as CLI_ARCHS
+    from pocforge.kernels.bench.aot import TARGETS
+
+    assert CLI_ARCHS == list(TARGETS) and set(TARGETS) == ARCHS
