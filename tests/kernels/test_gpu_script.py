@@ -46,3 +46,19 @@ def test_a_failed_op_is_a_failed_row_and_the_rest_survive(tmp_path):
     assert rows["rms_norm"]["correct"] is True
     assert rows["no_such_op"]["correct"] is False and "no result" in rows["no_such_op"]["error"]
     assert "!! no_such_op exited with" in (tmp_path / "out" / "kernels-bench.log").read_text()
+
+
+def test_ops_past_the_budget_are_skipped_and_reported(tmp_path):
+    """A lent machine allows 10 minutes a call: the loop stops starting ops near its budget."""
+    env = dict(os.environ, PYTHON=sys.executable, OUT=str(tmp_path / "out"), OPS="rms_norm")
+    env["BUDGET_S"] = "10"  # under the 20 s an op needs to be started
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "gpu-kernels.sh")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert proc.returncode == 1
+    assert "!! rms_norm skipped: the 10 s budget is spent" in proc.stdout
+    assert "no op left a result" in proc.stderr
