@@ -174,4 +174,4 @@ def test_cli_arch_choices_match_the_targets():
     from pocforge.cli.kernels import ARCHS as CLI_ARCHS
     from pocforge.kernels.bench.aot import TARGETS
 
-    assert CLI_ARCHS == list(TARGETS) and set(TARGETS) == ARCHS
+    assert list(TARGETS) == CLI_ARCHS and set(TARGETS) == ARCHS
