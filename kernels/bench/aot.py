@@ -359,32 +359,66 @@ def _compile_in_active_session(src, target=None, options=None, **kwargs):
 # -- what gets compiled -----------------------------------------------------------------------
 
 
-def _training_calls(models: dict, work: dict, device, dtype) -> dict[str, callable]:
-    """Launches the benchmark cases do not make: backward kernels and GELU-and-mul."""
+def _extra_calls(models: dict, work: dict, device, dtype) -> dict[str, callable]:
+    """Launches the benchmark cases do not make: backward kernels, and the variants the
+    frameworks use that compile differently (residual RMSNorm, GPT-J RoPE, tanh GELU,
+    non-causal prefill, 32-token KV blocks)."""
     m = models["llama-3-8b"]
     t, h, i = work["decode_batch"], m["hidden_size"], m["intermediate_size"]
+    hq, hk, d = m["num_attention_heads"], m["num_key_value_heads"], m["head_dim"]
+
+    def empty(*shape, grad=False):
+        return torch.empty(*shape, device=device, dtype=dtype, requires_grad=grad)
 
     def rms_norm_backward():
-        x = torch.empty(t, h, device=device, dtype=dtype, requires_grad=True)
-        w = torch.empty(h, device=device, dtype=dtype, requires_grad=True)
-        load("rms_norm")(x, w, 1e-6).backward(torch.empty(t, h, device=device, dtype=dtype))
+        x, w = empty(t, h, grad=True), empty(h, grad=True)
+        load("rms_norm")(x, w, 1e-6).backward(empty(t, h))
 
-    def act_and_mul(name):
+    def fused_add_rms_norm():
+        load("rms_norm")(empty(t, h), empty(h), 1e-6, residual=empty(t, h))
+
+    def act_and_mul(name, **kwargs):
         def call():
-            x = torch.empty(t, 2 * i, device=device, dtype=dtype, requires_grad=True)
-            load(name)(x).backward(torch.empty(t, i, device=device, dtype=dtype))
+            x = empty(t, 2 * i, grad=True)
+            load(name)(x, **kwargs).backward(empty(t, i))
 
         return call
 
+    def rotary_gptj():
+        positions = torch.zeros(t, dtype=torch.long, device=device)
+        load("rotary_embedding")(
+            positions, empty(t, hq * d), empty(t, hk * d), d, empty(4096, d), False
+        )
+
+    def prefill_not_causal():
+        n = work["prefill_tokens"]
+        cu = torch.tensor([0, n], dtype=torch.int32, device=device)
+        load("flash_attention_prefill")(
+            empty(n, hq, d), empty(n, hk, d), empty(n, hk, d), cu, n, None, False
+        )
+
+    def paged_block_32():
+        b, ctx = t, work["context_len"]
+        blocks = -(-ctx // 32)
+        cache = (empty(b * blocks, 32, hk, d) for _ in range(2))
+        tables = torch.zeros(b, blocks, dtype=torch.int32, device=device)
+        lens = torch.full((b,), ctx, dtype=torch.int32, device=device)
+        load("paged_attention_decode")(empty(b, hq, d), *cache, tables, lens, ctx, d**-0.5)
+
     return {
         "rms_norm backward (llama-3-8b)": rms_norm_backward,
+        "rms_norm with residual (llama-3-8b)": fused_add_rms_norm,
+        "rotary_embedding GPT-J style (llama-3-8b)": rotary_gptj,
         "silu_and_mul backward (llama-3-8b)": act_and_mul("silu_and_mul"),
         "gelu_and_mul fwd+bwd (llama-3-8b)": act_and_mul("gelu_and_mul"),
+        "gelu_and_mul tanh fwd+bwd (llama-3-8b)": act_and_mul("gelu_and_mul", approximate="tanh"),
+        "flash_attention_prefill not causal (llama-3-8b)": prefill_not_causal,
+        "paged_attention_decode 32-token blocks (llama-3-8b)": paged_block_32,
     }
 
 
 def _calls(ops: list[str] | None, dtype) -> dict[str, callable]:
-    """Every launch to compile, by name: the GPU benchmark cases plus training's kernels."""
+    """Every launch to compile, by name: the GPU benchmark cases plus :func:`_extra_calls`."""
     from .harness import load_models
 
     spec = load_models()
@@ -396,7 +430,7 @@ def _calls(ops: list[str] | None, dtype) -> dict[str, callable]:
         for model in models:
             build = cases.BUILDERS[op]
             calls[f"{op} ({model})"] = _deferred(build, spec["models"][model], work, device, dtype)
-    for name, call in _training_calls(spec["models"], work, device, dtype).items():
+    for name, call in _extra_calls(spec["models"], work, device, dtype).items():
         if not ops or name.split()[0] in ops:
             calls[name] = call
     return calls
