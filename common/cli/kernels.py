@@ -95,6 +95,11 @@ def compile_cmd(
     and B200 (sm100) at the benchmark shapes and every shipped config, with Triton's own
     compiler and no GPU: fails on a compile error or shared memory over the target's limit,
     reports registers, spills and occupancy. Exit 1 when anything fails."""
+    import importlib.util
+
+    missing = [m for m in ("torch", "triton") if importlib.util.find_spec(m) is None]
+    if missing:
+        fail(f"the compile check needs {' and '.join(missing)}: run `make setup`")
     argv = [sys.executable, "-m", "pocforge.kernels.bench.aot"]
     argv += [f"--arch={a}" for a in archs] + [f"--op={o}" for o in ops] + [f"--dtype={dtype}"]
     argv += ["--all"] if every_variant else []
