@@ -279,7 +279,7 @@ class Session:
         # parameters compile to one variant (Triton caches it), so records alone undercount.
         self.configs_checked: set[str] = set()
         self.forced: tuple[str, str] | None = None  # (config op, bucket) every lookup returns
-        self.config_ops: list[tuple[str, str]] = []  # (config op, bucket) the case asked for
+        self.natural: dict[str, str] = {}  # config op -> the bucket the case's shape selected
 
     def _compile(self, src, target=None, options=None, **kwargs):
         options = options or {}
@@ -306,8 +306,7 @@ class Session:
         table = config.load_table(op, self.target.arch)
         forced = self.forced and self.forced[0] == op
         bucket = self.forced[1] if forced else config.choose_bucket(table, size)
-        if (op, bucket) not in self.config_ops:
-            self.config_ops.append((op, bucket))
+        self.natural.setdefault(op, bucket)
         path = config.config_path(op, self.target.arch)
         shipped = path.is_relative_to(config.KERNELS_ROOT)
         used = f"{path.relative_to(config.KERNELS_ROOT) if shipped else path}[{bucket}]"
@@ -315,6 +314,30 @@ class Session:
             self.consulted.append(used)
         self.configs_checked.add(f"{self.target.arch} {used}")
         return dict(table["configs"][bucket])
+
+    def compile_case(self, name: str, call) -> list[str]:
+        """Run ``call`` at the configs its shape selects, then once per other bucket of each
+        config file it consulted; returns what failed outside the compiler."""
+        self.case, self.natural = name, {}
+        error = self._run(call, None)
+        if error:  # the shape itself fails: forcing buckets would repeat it
+            return [error]
+        errors = []
+        for op, natural in list(self.natural.items()):  # a forced run may consult more
+            for bucket in config.load_table(op, self.target.arch)["configs"]:
+                if bucket != natural and (error := self._run(call, (op, bucket))):
+                    errors.append(error)
+        self.forced = None
+        return errors
+
+    def _run(self, call, forced: tuple[str, str] | None) -> str | None:
+        self.forced, self.consulted = forced, []
+        try:
+            call()
+        except Exception as exc:
+            where = f" {forced[0]}/{forced[1]}" if forced else ""
+            return f"{self.target.arch} {self.case}{where}: {type(exc).__name__}: {exc}"[:400]
+        return None
 
     @contextlib.contextmanager
     def stopped_launches(self, target: Target, device: int):
@@ -479,25 +502,7 @@ def compile_all(
         target = TARGETS[arch]
         with session.stopped_launches(target, device):
             for name, call in calls.items():
-                session.config_ops.clear()
-                session.forced, session.case, session.consulted = None, name, []
-                try:
-                    call()
-                except Exception as exc:
-                    errors.append(f"{arch} {name}: {type(exc).__name__}: {exc}"[:400])
-                    continue
-                # Then every other bucket of each config file the case consulted.
-                for op, natural in list(session.config_ops):
-                    table = config.load_table(op, arch)
-                    for bucket in table["configs"]:
-                        if bucket == natural:
-                            continue
-                        session.forced, session.consulted = (op, bucket), []
-                        try:
-                            call()
-                        except Exception as exc:
-                            errors.append(f"{arch} {name} {op}/{bucket}: {exc}"[:400])
-                session.forced = None
+                errors += session.compile_case(name, call)
     compiled = {r.kernel for r in session.records}
     missing = sorted(library_kernels() - compiled) if not ops else []
     return {

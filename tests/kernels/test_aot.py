@@ -17,10 +17,14 @@ ARCHS = {"gfx942", "gfx950", "sm90", "sm100"}
 POCFORGE = str(Path(sys.executable).parent / "pocforge")
 
 
-def _compile_check(tmp_path, *args, env_extra=None):
+def _compiler_env(tmp_path, **extra) -> dict:
+    """The environment minus the interpreter, with a Triton cache of the test's own."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env |= {"TRITON_CACHE_DIR": str(tmp_path / "triton-cache"), "TRITON_DEFAULT_FP_FUSION": "1"}
-    env |= env_extra or {}
+    return env | {"TRITON_CACHE_DIR": str(tmp_path / "triton-cache")} | extra
+
+
+def _compile_check(tmp_path, *args, env_extra=None):
+    env = _compiler_env(tmp_path, TRITON_DEFAULT_FP_FUSION="1", **(env_extra or {}))
     out = tmp_path / "aot.json"
     proc = subprocess.run(
         [POCFORGE, "kernels", "compile", f"--json={out}", *args],
@@ -158,8 +162,7 @@ def test_two_checks_in_one_process_each_compile_their_own(tmp_path):
         "runs = [compile_all(['sm90'], ['rms_norm'], d) for d in (torch.bfloat16, torch.float16)]\n"
         "print([len(r['records']) for r in runs], all(r['ok'] for r in runs))\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env["TRITON_CACHE_DIR"] = str(tmp_path / "cache")
+    env = _compiler_env(tmp_path)
     proc = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300
     )
