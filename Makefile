@@ -8,7 +8,7 @@ RUN   ?=
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-unit test-kernels lint fmt demo poc validate spec-docs bench bench-client bench-kernels kernels-compile bench-report report patch-check patch unpatch cluster-up cluster-check cluster-collectives cluster-serve cluster-train cluster-down clean
+.PHONY: help setup test test-unit test-fast test-kernels lint fmt demo poc validate spec-docs bench bench-client bench-kernels kernels-compile bench-report report patch-check patch unpatch cluster-up cluster-check cluster-collectives cluster-serve cluster-train cluster-down clean
 
 help: ## List every target with one line each
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -19,17 +19,21 @@ setup: ## Install everything on a fresh machine (.venv, .venv-sglang, Debian pac
 test: ## The whole test suite: unit, kernels (Triton interpreter), real vLLM/SGLang/DeepSpeed/Ansible/Chromium
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-test-unit: ## Only the tests that start no real processes (seconds)
+test-unit: ## Unit tests only: no subprocess, no network, under a minute (a guard fails any that try)
+	POCFORGE_UNIT_GUARD=1 $(BIN)/pytest -m "not integration and not process" $(PYTEST_ARGS)
+
+test-fast: ## Everything but the integration tests (adds quick subprocess/socket tests and the compile check)
 	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)
 
-lint: ## ruff on the Python code, ansible-lint (production profile) on the playbooks
-	$(BIN)/ruff check common kernels tests setup.py
-	$(BIN)/ruff format --check common kernels tests setup.py
+lint: ## ruff on the Python code, the import contracts (import-linter), ansible-lint (production profile) on the playbooks
+	$(BIN)/ruff check common kernels benchmarks tests
+	$(BIN)/ruff format --check common kernels benchmarks tests
+	$(BIN)/lint-imports
 	PATH=$(BIN):$$PATH ANSIBLE_CONFIG=playbooks/ansible.cfg $(BIN)/ansible-lint --offline --profile production playbooks/
 
 fmt: ## Format the Python code with ruff
-	$(BIN)/ruff format common kernels tests setup.py
-	$(BIN)/ruff check --fix common kernels tests setup.py
+	$(BIN)/ruff format common kernels benchmarks tests
+	$(BIN)/ruff check --fix common kernels benchmarks tests
 
 validate: ## Validate every POC spec
 	$(BIN)/pocforge validate
@@ -46,16 +50,16 @@ poc: ## Run a POC here end to end (serving, training, dashboard, verdict): make 
 bench: bench-client bench-kernels bench-report ## Every benchmark (printed tables, ratios against peers in the same run)
 
 bench-client: ## Our load generator vs vLLM's client on a scripted server with known timings
-	$(BIN)/python -m pocforge.bench.client_bench
+	$(BIN)/python -m benchmarks.client_bench
 
 bench-report: ## Dashboard of a 1,000,000-request run: render time and size (targets < 10 s, < 10 MiB)
-	$(BIN)/python -m pocforge.report.bench_large
+	$(BIN)/python -m benchmarks.report_large
 
 report: ## Dashboard of a run (newest of POC unless RUN=…); REPORT_ARGS="--pdf --compare demo/<id>"
 	$(BIN)/pocforge report $(POC)$(if $(RUN),/$(RUN)) $(REPORT_ARGS)
 
 bench-kernels: ## Kernel roofline table (on a CPU: correctness only, no meaningful timing)
-	$(BIN)/python -m pocforge.kernels.bench --json results/kernels-bench.json
+	$(BIN)/python -m pocforge_kernels.bench --json results/kernels-bench.json
 
 kernels-compile: ## Compile every kernel for gfx942/gfx950/sm90/sm100 with Triton's own backends (no GPU needed)
 	$(BIN)/pocforge kernels compile --json results/kernels-compile.json

@@ -6,7 +6,7 @@
 #
 # Made for a short, bare loan of a GPU: needs only python3 with a GPU build of torch and
 # triton (and pyyaml, rich), installs nothing, and uses the checkout in place through a
-# throw-away package folder, since pocforge.kernels never imports the rest of the kit.
+# throw-away package folder, since pocforge_kernels never imports the rest of the kit.
 # Each op runs in its own process under a timeout, and the loop under BUDGET_S (480 s by
 # default), so a crash or a hang costs that op's rows only; results are merged at the end,
 # and whatever finished is kept if the run is cut.
@@ -28,7 +28,7 @@ mkdir -p "$OUT"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# pocforge.kernels from this checkout, without installing the kit.
+# pocforge_kernels from this checkout, without installing the kit.
 mkdir -p "$work/site/pocforge"
 : >"$work/site/pocforge/__init__.py"
 ln -s "$ROOT/kernels" "$work/site/pocforge/kernels"
@@ -42,13 +42,13 @@ export PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
     rocm-smi --showproductname 2>/dev/null || echo "no GPU tool found")
   "$PY" - <<'EOF'
 import platform, sys, torch, triton
-import pocforge.kernels as k
+import pocforge_kernels as k
 print("python", platform.python_version(), "torch", torch.__version__, "triton", triton.__version__)
 print("cuda", torch.version.cuda, "hip", torch.version.hip, "gpu", torch.cuda.is_available())
 if torch.cuda.is_available():
     p = torch.cuda.get_device_properties(0)
     print("device", p.name, "units", p.multi_processor_count, "memory_gib", round(p.total_memory / 2**30))
-print("pocforge.kernels from", k.__file__)
+print("pocforge_kernels from", k.__file__)
 EOF
 } 2>&1 | tee "$OUT/env.txt"
 
@@ -61,7 +61,7 @@ for op in $OPS; do
   fi
   limit=$((left < PER_OP_TIMEOUT ? left : PER_OP_TIMEOUT))
   echo "== $op (at most ${limit} s)"
-  timeout -k 10 "$limit" "$PY" -m pocforge.kernels.bench --op "$op" --json "$work/$op.json" \
+  timeout -k 10 "$limit" "$PY" -m pocforge_kernels.bench --op "$op" --json "$work/$op.json" \
     >"$work/$op.log" 2>&1
   code=$?
   tail -n 40 "$work/$op.log"
@@ -90,7 +90,7 @@ if merged is None:
 for op in missing:
     merged["rows"].append({"op": op, "correct": False, "error": "no result: crashed or timed out"})
 out.write_text(json.dumps(merged, indent=2) + "\n")
-from pocforge.kernels.bench import print_report
+from pocforge_kernels.bench import print_report
 print_report(merged)
 print(f"wrote {out}")
 EOF

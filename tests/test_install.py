@@ -1,4 +1,4 @@
-"""The editable install exposes ``pocforge`` and ``pocforge.kernels`` and nothing else at top level."""
+"""The editable install exposes ``pocforge`` and ``pocforge_kernels`` and nothing else at top level."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import sys
 from .conftest import REPO
 
 PROBE = """
-import importlib.util, json, pocforge, pocforge.kernels
+import importlib.util, json, pocforge, pocforge_kernels
 print(json.dumps({
     "pocforge": pocforge.__file__,
-    "kernels": pocforge.kernels.__file__,
+    "kernels": pocforge_kernels.__file__,
     "common_top": importlib.util.find_spec("common") is not None,
     "kernels_top": importlib.util.find_spec("kernels") is not None,
 }))

@@ -2,8 +2,8 @@
 
 import pytest
 
-from pocforge.bench.instrument import running_instrument
-from pocforge.models.tiny import make_tiny
+from benchmarks.scripted_server import running_instrument
+from pocforge.tiny_model.make import make_tiny
 
 TTFT_MS, ITL_MS = 50.0, 10.0
 

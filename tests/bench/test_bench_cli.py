@@ -8,8 +8,8 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
+from benchmarks.scripted_server import running_instrument
 from pocforge.bench.datasets import DatasetConfig
-from pocforge.bench.instrument import running_instrument
 from pocforge.bench.records import read_records
 from pocforge.bench.sweep import SweepConfig, run_sweep
 from pocforge.cli.bench import bench

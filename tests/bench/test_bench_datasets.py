@@ -8,7 +8,7 @@ import pytest
 from pocforge.bench.datasets import DatasetConfig, DatasetError, build_requests, parse_length
 from pocforge.bench.load import arrival_offsets
 from pocforge.bench.tokenizer import Tokenizer
-from pocforge.models.tiny import make_tiny
+from pocforge.tiny_model.make import make_tiny
 
 
 @pytest.fixture(scope="module")

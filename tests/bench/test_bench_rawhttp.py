@@ -17,8 +17,8 @@ from pocforge.bench.client import RawResult, resolve_transport
 from pocforge.bench.datasets import DatasetConfig
 from pocforge.bench.rawhttp import _CHUNK_SIZE, ProtocolError, RawTransport, _Conn, dechunk
 from pocforge.bench.records import read_records
+from pocforge.bench.request_metrics import build_record
 from pocforge.bench.sweep import SweepConfig, run_sweep
-from pocforge.bench.timing import build_record
 
 
 def ev(text=None, usage=None, crlf=False):

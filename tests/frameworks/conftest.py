@@ -48,7 +48,7 @@ def good_spec_file(tmp_path: Path):
 @pytest.fixture(scope="session")
 def tiny_llama(tmp_path_factory) -> Path:
     """The kit's tiny random Llama, built once per session (no hub)."""
-    from pocforge.models.tiny import make_tiny
+    from pocforge.tiny_model.make import make_tiny
 
     return make_tiny(tmp_path_factory.mktemp("models") / "tiny-llama", arch="llama", seed=0)
 

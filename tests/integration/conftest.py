@@ -14,8 +14,8 @@ import pytest
 
 from pocforge.frameworks import ADAPTERS, LaunchContext
 from pocforge.frameworks.process import LaunchError, ManagedProcess, free_port
-from pocforge.models.tiny import make_tiny
 from pocforge.spec import load_spec
+from pocforge.tiny_model.make import make_tiny
 
 from ..conftest import REPO
 from ..frameworks.conftest import cpu_serving_spec

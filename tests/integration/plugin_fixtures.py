@@ -19,7 +19,7 @@ from ..frameworks.conftest import cpu_serving_spec
 
 PROMPTS = ("The kit", "hello world", "a b c d e")
 MAX_TOKENS = 8
-# "pocforge-kernels: <message> (pid N)", as kernels/integrations/vllm_plugin.say writes it.
+# "pocforge-kernels: <message> (pid N)", as kernels/pocforge_kernels/integrations/vllm_plugin.say writes it.
 PROOF_LINE = re.compile(r"^pocforge-kernels: (?P<message>.*) \(pid (?P<pid>\d+)\)$", re.M)
 
 

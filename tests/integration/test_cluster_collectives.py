@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pocforge.cluster import ClusterExpectations, collective_references, run_in
+from pocforge.cluster import ClusterExpectations, collective_references, run_playbook_stage
 from pocforge.results.store import RunStore
 
 from .netns import fake_amd_smi, missing_prerequisites, running_cluster
@@ -103,7 +103,7 @@ def test_collectives_judge_each_host_and_feed_the_dashboard(cluster, tmp_path):
         },
     }
     run = RunStore(tmp_path / "results").create(poc="coll")
-    result = run_in(run, "collectives.yml", inventory, MI300X, extravars=extra)
+    result = run_playbook_stage(run, "collectives.yml", inventory, MI300X, extravars=extra)
     run.finish()
 
     h1, h2 = result.hosts["h1"], result.hosts["h2"]

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from pocforge.bench.instrument import running_instrument
+from benchmarks.scripted_server import running_instrument
 from pocforge.bench.records import read_records
-from pocforge.models.tiny import make_tiny
+from pocforge.tiny_model.make import make_tiny
 
 pytestmark = pytest.mark.integration
 

@@ -32,7 +32,7 @@ def greedy_tokens(base: str) -> list[dict]:
 def tiny_llama(tmp_path_factory):
     if not SGLANG_PYTHON.exists():
         pytest.skip("no .venv-sglang (run make setup)")
-    from pocforge.models.tiny import make_tiny
+    from pocforge.tiny_model.make import make_tiny
 
     return make_tiny(tmp_path_factory.mktemp("models") / "tiny-llama", arch="llama", seed=0)
 
@@ -66,7 +66,7 @@ def test_server_builds_the_kits_layers_and_runs_its_kernels(with_plugin):
     proof = with_plugin.proof()
     built = {}
     for in_tree, cls in REPLACED.items():
-        line = f"{in_tree} -> pocforge.kernels.integrations.sglang_layers.{cls} (backend plugin)"
+        line = f"{in_tree} -> pocforge_kernels.integrations.sglang_layers.{cls} (backend plugin)"
         assert line in proof, f"no line {line!r} in the server log"
         built[in_tree] = proof[line]
     assert set(built.values()) <= with_plugin.group_pids

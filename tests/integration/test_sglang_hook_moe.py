@@ -18,7 +18,7 @@ import subprocess
 import pytest
 
 from pocforge.frameworks.sglang import SHIMS
-from pocforge.kernels.integrations.sglang_hook import launch_env
+from pocforge_kernels.integrations.sglang_hook import launch_env
 
 from ..conftest import REPO
 from .plugin_fixtures import PROMPTS, PROOF_LINE, greedy, serve_and_query
@@ -30,7 +30,7 @@ KERNELS = ["fused_moe"]
 ENGINE_ARGS = {"max-running-requests": 4}
 BUILT = (
     "UnquantizedFusedMoEMethod -> "
-    "pocforge.kernels.integrations.sglang_moe.PocforgeUnquantizedFusedMoEMethod (backend plugin)"
+    "pocforge_kernels.integrations.sglang_moe.PocforgeUnquantizedFusedMoEMethod (backend plugin)"
 )
 # Both servers compute the experts in fp32 from the same weights and routing; they differ
 # only in summation order (SGLang: per-expert F.linear, then a weighted sum; the kit:
@@ -50,7 +50,7 @@ def greedy_tokens(base: str) -> list[dict]:
 def tiny_moe(tmp_path_factory):
     if not SGLANG_PYTHON.exists():
         pytest.skip("no .venv-sglang (run make setup)")
-    from pocforge.models.tiny import make_tiny
+    from pocforge.tiny_model.make import make_tiny
 
     return make_tiny(tmp_path_factory.mktemp("models") / "tiny-qwen-moe", arch="qwen-moe", seed=0)
 
@@ -131,7 +131,7 @@ from sglang.srt.layers.quantization.fp8 import Fp8Config, Fp8MoEMethod
 from sglang.srt.runtime_context import SpawnRanks, publish
 from sglang.srt.server_args import ServerArgs
 
-from pocforge.kernels.integrations.sglang_moe import note_moe_method
+from pocforge_kernels.integrations.sglang_moe import note_moe_method
 
 publish(ServerArgs(model_path="dummy", device="cpu"), role="test",
         ranks=SpawnRanks(world_rank=0, dp_rank=None))

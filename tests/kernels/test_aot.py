@@ -47,7 +47,7 @@ def test_every_kernel_compiles_and_fits_on_every_target(full_check):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert result["ok"] and not result["errors"] and not result["not_compiled"]
     assert set(result["targets"]) == ARCHS
-    from pocforge.kernels.bench.aot import library_kernels
+    from pocforge_kernels.bench.aot import library_kernels
 
     kernels = library_kernels()
     assert len(kernels) >= 14
@@ -64,7 +64,7 @@ def test_every_kernel_compiles_and_fits_on_every_target(full_check):
 
 def test_every_shipped_bucket_is_compiled(full_check):
     """Not only the bucket the benchmark shape selects: each config entry of each arch file."""
-    from pocforge.kernels import config
+    from pocforge_kernels import config
 
     _, result = full_check
     checked = set(result["configs_checked"])
@@ -143,7 +143,7 @@ def test_oversized_and_broken_configs_fail_with_the_config_named(tmp_path):
 def test_refuses_to_run_under_the_interpreter(tmp_path):
     env = dict(os.environ, TRITON_INTERPRET="1")
     proc = subprocess.run(
-        [sys.executable, "-m", "pocforge.kernels.bench.aot", "--arch=sm90", "--op=rms_norm"],
+        [sys.executable, "-m", "pocforge_kernels.bench.aot", "--arch=sm90", "--op=rms_norm"],
         capture_output=True,
         text=True,
         env=env,
@@ -158,7 +158,7 @@ def test_two_checks_in_one_process_each_compile_their_own(tmp_path):
     process (fp16 after bf16) must still compile and record its own variants."""
     code = (
         "import torch\n"
-        "from pocforge.kernels.bench.aot import compile_all\n"
+        "from pocforge_kernels.bench.aot import compile_all\n"
         "runs = [compile_all(['sm90'], ['rms_norm'], d) for d in (torch.bfloat16, torch.float16)]\n"
         "print([len(r['records']) for r in runs], all(r['ok'] for r in runs))\n"
     )
@@ -175,6 +175,6 @@ def test_two_checks_in_one_process_each_compile_their_own(tmp_path):
 def test_cli_arch_choices_match_the_targets():
     """The CLI lists the architectures without importing triton; they must stay the same."""
     from pocforge.cli.kernels import ARCHS as CLI_ARCHS
-    from pocforge.kernels.bench.aot import TARGETS
+    from pocforge_kernels.bench.aot import TARGETS
 
     assert list(TARGETS) == CLI_ARCHS and set(TARGETS) == ARCHS

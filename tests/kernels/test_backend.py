@@ -5,12 +5,12 @@ import importlib
 import pytest
 import torch
 
-from pocforge.kernels import OPS, backend, load, load_all
-from pocforge.kernels.fp8_quant import ref as quant_ref
-from pocforge.kernels.rotary_embedding.ref import build_cos_sin_cache
+from pocforge_kernels import OPS, backend, load, load_all
+from pocforge_kernels.fp8_quant import ref as quant_ref
+from pocforge_kernels.rotary_embedding.ref import build_cos_sin_cache
 
 load_all()
-OP_MODULES = sorted({f"pocforge.kernels.{target.split(':')[0]}.op" for target in OPS.values()})
+OP_MODULES = sorted({f"pocforge_kernels.{target.split(':')[0]}.op" for target in OPS.values()})
 
 
 def _cases():
@@ -27,11 +27,11 @@ def _cases():
     latent = torch.randn(3, 16, 576)
     w13, w2 = torch.randn(4, 32, 64), torch.randn(4, 64, 16)
     logits = torch.randn(3, 4)
-    from pocforge.kernels.flash_attention_prefill import ref as fa
-    from pocforge.kernels.fused_moe import ref as moe
-    from pocforge.kernels.mla_decode import ref as mla
-    from pocforge.kernels.paged_attention_decode import ref as pa
-    from pocforge.kernels.rms_norm import ref as norm
+    from pocforge_kernels.flash_attention_prefill import ref as fa
+    from pocforge_kernels.fused_moe import ref as moe
+    from pocforge_kernels.mla_decode import ref as mla
+    from pocforge_kernels.paged_attention_decode import ref as pa
+    from pocforge_kernels.rms_norm import ref as norm
 
     routing = moe.topk_softmax(logits, 2, True)
     return {
@@ -106,7 +106,7 @@ def test_reference_switch_covers_in_place_and_backward_ops():
     cache = build_cos_sin_cache(8, 16)
     positions = torch.tensor([0, 5, 7])
     load("rotary_embedding")(positions, q, None, 16, cache, True)
-    from pocforge.kernels.rotary_embedding import ref as rope
+    from pocforge_kernels.rotary_embedding import ref as rope
 
     rope.rotary_embedding(positions, want, None, 16, cache, True)
     assert torch.equal(q, want)

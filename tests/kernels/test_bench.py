@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from pocforge.kernels.bench import __main__ as cli
-from pocforge.kernels.bench import run_benchmarks
-from pocforge.kernels.bench.roofline import Roofline, match_device
+from pocforge_kernels.bench import __main__ as cli
+from pocforge_kernels.bench import run_benchmarks
+from pocforge_kernels.bench.roofline import Roofline, match_device
 
 
 def test_cpu_run_checks_correctness_and_reports_no_timing():
@@ -55,7 +55,7 @@ def test_command_line_writes_json(tmp_path, capsys):
     out = tmp_path / "bench.json"
     assert cli.main(["--op", "silu_and_mul", "--json", str(out)]) == 0
     written = json.loads(out.read_text())
-    assert written["schema"] == "pocforge.kernels.bench/2"
+    assert written["schema"] == "pocforge_kernels.bench/2"
     assert written["rows"][0]["op"] == "silu_and_mul"
     assert "no timing" in capsys.readouterr().out.replace("\n", " ")
 
@@ -65,8 +65,8 @@ def test_timed_row_arithmetic(monkeypatch):
     2 ms for the kernel, 6 ms for the reference, on H200's roofline."""
     import torch
 
-    from pocforge.kernels.bench import harness
-    from pocforge.kernels.bench.cases import BUILDERS
+    from pocforge_kernels.bench import harness
+    from pocforge_kernels.bench.cases import BUILDERS
 
     spec = harness.load_models()
     case = BUILDERS["rms_norm"](
@@ -92,8 +92,8 @@ def test_timed_row_arithmetic(monkeypatch):
 def test_peers_that_disagree_or_fail_are_reported_not_timed(monkeypatch):
     import torch
 
-    from pocforge.kernels.bench import harness
-    from pocforge.kernels.bench.cases import Case
+    from pocforge_kernels.bench import harness
+    from pocforge_kernels.bench.cases import Case
 
     x = torch.randn(4, 64)
     timed = []

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from pocforge.kernels import arch, config
+from pocforge_kernels import arch, config
 
 ARCHS = ("default", "gfx942", "gfx950", "sm90")
 OP_FOLDERS = sorted(

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from pocforge.kernels.fp8_gemm import op, ref
-from pocforge.kernels.fp8_quant import ref as quant
-from pocforge.kernels.testing import assert_close
+from pocforge_kernels.fp8_gemm import op, ref
+from pocforge_kernels.fp8_quant import ref as quant
+from pocforge_kernels.testing import assert_close
 
 FP8 = [torch.float8_e4m3fn, torch.float8_e4m3fnuz]
 LAYOUTS = {

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from pocforge.kernels.fp8_quant import op, ref
-from pocforge.kernels.testing import assert_close
+from pocforge_kernels.fp8_quant import op, ref
+from pocforge_kernels.testing import assert_close
 
 FP8 = [torch.float8_e4m3fn, torch.float8_e4m3fnuz]
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from pocforge.kernels.fused_moe import op, ref
-from pocforge.kernels.fused_moe.align import align_block_size
-from pocforge.kernels.testing import assert_close
+from pocforge_kernels.fused_moe import op, ref
+from pocforge_kernels.fused_moe.align import align_block_size
+from pocforge_kernels.testing import assert_close
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 # (tokens, hidden, intermediate, experts, top_k): Mixtral-like 8/2, Qwen-MoE-like many/4, top-1

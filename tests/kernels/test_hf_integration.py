@@ -1,6 +1,6 @@
 """A tiny random Llama trains to the same losses with pocforge's RMSNorm, SiLU-and-mul and RoPE.
 
-Mirrors kernels/integrations/hf.py.  The model is built locally from a
+Mirrors kernels/pocforge_kernels/integrations/hf.py.  The model is built locally from a
 LlamaConfig (no downloads); both runs start from the same seeded weights and
 see the same batch, in fp32.
 """
@@ -8,7 +8,7 @@ see the same batch, in fp32.
 import pytest
 import torch
 
-from pocforge.kernels.integrations import hf
+from pocforge_kernels.integrations import hf
 
 transformers = pytest.importorskip("transformers")
 

@@ -3,9 +3,9 @@
 import pytest
 import torch
 
-from pocforge.kernels.mla_decode import op, ref
-from pocforge.kernels.paged_attention_decode.ref import gather_sequence
-from pocforge.kernels.testing import assert_close
+from pocforge_kernels.mla_decode import op, ref
+from pocforge_kernels.paged_attention_decode.ref import gather_sequence
+from pocforge_kernels.testing import assert_close
 
 RANK, ROPE = 512, 64  # DeepSeek-V2/V3 kv_lora_rank and qk_rope_head_dim
 SCALE = (128 + 64) ** -0.5  # DeepSeek-V3: (qk_nope_head_dim + qk_rope_head_dim) ** -0.5

@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from pocforge.kernels.paged_attention_decode import op, ref
-from pocforge.kernels.testing import assert_close
+from pocforge_kernels.paged_attention_decode import op, ref
+from pocforge_kernels.testing import assert_close
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 

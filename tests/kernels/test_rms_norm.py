@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from pocforge.kernels.rms_norm import op, ref
-from pocforge.kernels.testing import assert_close
+from pocforge_kernels.rms_norm import op, ref
+from pocforge_kernels.testing import assert_close
 
 SHAPES = [(7, 257), (2, 3, 64), (1, 1000)]
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]

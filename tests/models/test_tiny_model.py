@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from pocforge.models.tiny import TinyModelError, make_tiny
+from pocforge.tiny_model.make import TinyModelError, make_tiny
 
 FILES = (
     "config.json",

@@ -39,8 +39,8 @@ def test_compare_adds_regression_and_baseline_curve(store: RunStore) -> None:
 def test_large_run_renders_small_and_fast(store: RunStore) -> None:
     """120,000 request records (real records repeated): the report never embeds them.
 
-    `python -m pocforge.report.bench_large` times the 1,000,000-record case."""
-    from pocforge.report.bench_large import build_large_run
+    `python -m benchmarks.report_large` times the 1,000,000-record case."""
+    from benchmarks.report_large import build_large_run
 
     run = build_large_run(store, 120_000)
     t0 = time.perf_counter()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pocforge.results.collect import RunData
+from pocforge.results.run_reader import RunData
 from pocforge.results.compare import (
     Cost,
     bootstrap_diff,

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from pocforge.results.importers import ImportError_, import_files, parse
+from pocforge.results.importers import ResultImportError, import_files, parse
 from pocforge.results.serving import load_workload
 from pocforge.results.verify import verify
 
@@ -146,7 +146,7 @@ def test_collectives_golden(file, tool, collective, ranks, nodes, rows, busbw, a
     ],
 )
 def test_wrong_format_is_one_clear_error(fmt: str, file: str, match: str) -> None:
-    with pytest.raises(ImportError_, match=match):
+    with pytest.raises(ResultImportError, match=match):
         parse([D / file], fmt)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pocforge.results.verdicts import decide, judge_run, margin, overall
-from pocforge.spec.models import AcceptanceSpec
+from pocforge.spec.schema import AcceptanceSpec
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pocforge.spec.docs import spec_markdown
-from pocforge.spec.models import PocSpec
+from pocforge.spec.schema import PocSpec
 
 
 def test_spec_md_is_in_sync(repo):

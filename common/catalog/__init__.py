@@ -1,6 +1,0 @@
-"""Hardware and model facts the planner, the checks and the reports rely on."""
-
-from pocforge.catalog.gpus import GPU, gpu, gpu_names
-from pocforge.catalog.models import ModelFacts, model_facts
-
-__all__ = ["GPU", "ModelFacts", "gpu", "gpu_names", "model_facts"]

@@ -1,0 +1,117 @@
+"""Result verbs: ``results verify``, ``results ls``, ``results schema``, ``import``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pocforge.cli.common import fail
+
+
+def _store(root: str | None):
+    from pocforge.results.store import RunStore
+
+    return RunStore(root)
+
+
+@click.group("results")
+def results_group() -> None:
+    """Run folders under results/: list, verify, export the schema."""
+
+
+@results_group.command("verify")
+@click.argument("run")
+@click.option(
+    "--root", type=click.Path(file_okay=False), help="Results folder (default: results/)."
+)
+def verify_cmd(run: str, root: str | None) -> None:
+    """Check every file of RUN (<poc>, <poc>/<run-id> or a folder) against its manifest.
+
+    Exit 0 when nothing is missing, altered or extra; 1 otherwise; 2 on a bad reference.
+    """
+    from pocforge.results.store import RunError
+    from pocforge.results.verify import verify
+
+    try:
+        report = verify(_store(root).resolve(run))
+    except RunError as exc:
+        fail(str(exc))
+    for line in report.lines():
+        click.echo(line)
+    state = "ok" if report.ok else "FAILED"
+    click.echo(
+        f"{report.run}: {state} ({report.files} files in the manifest, status {report.status})"
+    )
+    raise SystemExit(0 if report.ok else 1)
+
+
+@results_group.command("ls")
+@click.argument("poc")
+@click.option(
+    "--root", type=click.Path(file_okay=False), help="Results folder (default: results/)."
+)
+def ls_cmd(poc: str, root: str | None) -> None:
+    """List the runs of POC, oldest first, with status and stages."""
+    from pocforge.results.store import Run, RunError
+
+    runs = _store(root).runs(poc)
+    if not runs:
+        fail(f"POC {poc!r} has no runs")
+    for path in runs:
+        try:
+            m = Run.open(path).manifest
+        except RunError as exc:
+            click.echo(f"{path.name}  unreadable: {exc}")
+            continue
+        stages = ", ".join(f"{k}:{v.status}" for k, v in m.stages.items()) or "-"
+        click.echo(f"{m.run_id}  {m.status:<11} {stages}")
+
+
+@results_group.command("schema")
+@click.option(
+    "--out", type=click.Path(file_okay=False), default="results/schema", show_default=True
+)
+def schema_cmd(out: str) -> None:
+    """Write the JSON Schema of every result file kind."""
+    from pocforge.results.schema import export_json_schemas
+
+    for path in export_json_schemas(Path(out)):
+        click.echo(str(path))
+
+
+@click.command("import")
+@click.argument("files", nargs=-1, required=True, type=click.Path())
+@click.option("--format", "fmt", required=True,
+              type=click.Choice(["vllm", "sglang", "aiperf", "guidellm", "mad", "nccl-tests", "rccl-tests"]),
+              help="Tool that produced FILES.")  # fmt: skip
+@click.option("--as", "as_ref", help="POC/RUN to store it as (default: imported/<new id>).")
+@click.option(
+    "--workload", default="imported", show_default=True, help="Workload name of serving results."
+)
+@click.option(
+    "--gpus", type=click.IntRange(min=1), help="GPUs that served it (for per-GPU numbers)."
+)
+@click.option(
+    "--root", type=click.Path(file_okay=False), help="Results folder (default: results/)."
+)
+def import_cmd(files: tuple[str, ...], fmt: str, as_ref: str | None, workload: str,
+               gpus: int | None, root: str | None) -> None:  # fmt: skip
+    """Normalise other tools' result FILES into a run (one file per sweep point)."""
+    from pocforge.results.importers import ResultImportError, import_files
+    from pocforge.results.schema import SchemaError
+    from pocforge.results.store import RunError
+
+    if as_ref and (as_ref.count("/") > 1 or not as_ref.strip("/")):
+        fail(f"--as {as_ref!r}: write it as POC or POC/RUN")
+    try:
+        run = import_files([Path(f) for f in files], fmt, store=_store(root), as_ref=as_ref,
+                           workload=workload, gpus=gpus)  # fmt: skip
+    except (ResultImportError, RunError, SchemaError) as exc:
+        fail(str(exc))
+    click.echo(f"imported {len(files)} file(s) as {run.id} -> {run.path}")
+
+
+def register(main: click.Group) -> None:
+    main.add_command(results_group)
+    main.add_command(import_cmd)

@@ -1,0 +1,199 @@
+"""Spec verbs: ``ls``, ``new``, ``validate``, ``show``, ``schema``."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import click
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from pocforge.cli.common import fail, pocs_or_paths
+from pocforge.paths import pocs_dir, workspace_root
+from pocforge.spec import SpecError, load_poc, load_spec, public_dump, resolve_spec_path
+from pocforge.spec.docs import spec_markdown
+from pocforge.spec.schema import NAME_PATTERN, PocSpec
+
+console = Console()
+if not console.is_terminal:  # piped or captured: do not squeeze columns to 80
+    console = Console(width=200)
+
+
+@click.command("ls")
+def ls_cmd() -> None:
+    """List the POCs with customer, framework, GPUs and status of their newest run."""
+    table = Table("POC", "customer", "serving", "training", "GPUs", "status", box=None)
+    for folder in sorted(p for p in pocs_dir().iterdir() if (p / "poc.yaml").is_file()):
+        if folder.name.startswith("_"):
+            continue
+        try:
+            spec = load_spec(folder / "poc.yaml")
+        except SpecError as exc:
+            table.add_row(
+                folder.name, "", "", "", "", f"[red]invalid ({len(exc.problems)} problems)[/]"
+            )
+            continue
+        gpus = f"{spec.cluster.nodes}×{spec.cluster.gpus_per_node} {spec.cluster.gpu}"
+        serving = spec.serving.framework if spec.serving else "-"
+        training = spec.training.framework if spec.training else "-"
+        table.add_row(spec.name, spec.poc.customer, serving, training, gpus, _run_status(spec.name))
+    console.print(table)
+
+
+def _run_status(name: str) -> str:
+    """Status of the POC's newest run, from the run store."""
+    from pocforge.results.store import Run, RunError, RunStore
+
+    runs = RunStore().runs(name)
+    if not runs:
+        return "no runs"
+    try:
+        return f"{runs[-1].name}: {Run.open(runs[-1]).manifest.status}"
+    except RunError:
+        return f"{runs[-1].name}: unreadable manifest"
+
+
+@click.command("new")
+@click.argument("name")
+@click.option(
+    "--from",
+    "base",
+    metavar="POC",
+    help="Derive from this POC (an include: plus the keys that differ).",
+)
+def new_cmd(name: str, base: str | None) -> None:
+    """Scaffold pocs/NAME from pocs/_template, or derive it from another POC."""
+    if not re.match(NAME_PATTERN, name):
+        fail(
+            f"POC name {name!r} must be lowercase letters, digits, '.', '_' or '-' (e.g. llama-3.1-70b-bf16-mi300x-vllm)"
+        )
+    target = pocs_dir() / name
+    if target.exists():
+        fail(f"{target} already exists; pick another name or edit it")
+    if base is None:
+        shutil.copytree(pocs_dir() / "_template", target)
+        spec_file = target / "poc.yaml"
+        spec_file.write_text(
+            re.sub(r"(?m)^(  name:) .*$", rf"\1 {name}", spec_file.read_text(), count=1)
+        )
+    else:
+        try:
+            load_poc(base)
+        except SpecError as exc:
+            fail(f"cannot derive from {base!r}:\n{exc}")
+        target.mkdir(parents=True)
+        (target / "poc.yaml").write_text(
+            f"# Derived from {base}: only the keys that differ are written here.\n"
+            f"include: ../{base}/poc.yaml\n\npoc:\n  name: {name}\n"
+        )
+        (target / "README.md").write_text(
+            f"# {name}\n\nA variant of [{base}](../{base}/README.md). Say what differs and why.\n"
+        )
+    try:
+        load_poc(name)
+    except SpecError as exc:
+        fail(f"created {target}, but it does not validate:\n{exc}")
+    click.echo(
+        f"created {target.relative_to(pocs_dir().parent)}/ — edit poc.yaml, then: pocforge validate {name}"
+    )
+
+
+@click.command("validate")
+@click.argument("targets", nargs=-1)
+@click.option(
+    "--framework-check/--no-framework-check",
+    default=True,
+    show_default=True,
+    help="Also check every launch with the installed framework's own parser (vLLM, SGLang, DeepSpeed).",
+)
+def validate_cmd(targets: tuple[str, ...], framework_check: bool) -> None:
+    """Check POC specs (names, folders or files; default: every POC). Exit 2 on any problem."""
+    bad = 0
+    specs = []
+    for target in targets or pocs_or_paths(()):
+        try:
+            specs.append(load_spec(resolve_spec_path(target)))
+        except SpecError as exc:
+            bad += 1
+            for problem in exc.problems:
+                click.echo(str(problem), err=True)
+    from pocforge.frameworks.patching import spec_problems as patch_problems
+
+    problems: dict[str, list[str]] = {}
+    for spec in specs:
+        if found := patch_problems(spec):
+            problems[spec.name] = [f"patches: {p}" for p in found]
+    if framework_check and specs:
+        from pocforge.frameworks import LaunchContext
+        from pocforge.frameworks.checks import framework_problems
+
+        checked, notes = framework_problems(specs, LaunchContext.local(workspace_root()))
+        for name, found in checked.items():
+            problems.setdefault(name, []).extend(found)
+        for note in notes:
+            click.echo(f"note: {note}", err=True)
+    for spec in specs:
+        if spec.name in problems:
+            bad += 1
+            for problem in problems[spec.name]:
+                click.echo(f"{spec.source_file}: {problem}", err=True)
+        else:
+            click.echo(f"ok  {spec.name}  ({_summary(spec)})")
+    if bad:
+        click.echo(f"{bad} spec(s) with problems", err=True)
+        sys.exit(2)
+
+
+def _summary(spec: PocSpec) -> str:
+    parts = [f"{spec.cluster.nodes}×{spec.cluster.gpus_per_node} {spec.cluster.gpu}"]
+    if spec.serving:
+        par = spec.serving.parallelism
+        parts.append(
+            f"{spec.serving.framework} tp{par.tp} pp{par.pp} dp{par.dp} ep{par.ep}, {len(spec.serving.workloads)} workloads"
+        )
+    if spec.training:
+        parts.append(f"{spec.training.framework} ZeRO-{spec.training.zero_stage}")
+    parts.append(f"{len(spec.acceptance.criteria)} criteria")
+    return "; ".join(parts)
+
+
+@click.command("show")
+@click.argument("target")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of YAML.")
+def show_cmd(target: str, as_json: bool) -> None:
+    """Print the resolved spec (includes merged, defaults filled, secrets masked)."""
+    try:
+        spec = load_poc(target)
+    except SpecError as exc:
+        fail(str(exc))
+    data = public_dump(spec)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+    else:
+        click.echo(f"# {spec.source_file}  (sha256 {spec.spec_hash[:12]})")
+        click.echo(yaml.safe_dump(data, sort_keys=False, allow_unicode=True), nl=False)
+
+
+@click.command("schema")
+@click.option(
+    "--markdown", is_flag=True, help="The field reference (pocs/SPEC.md) instead of JSON Schema."
+)
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file.")
+def schema_cmd(markdown: bool, out: Path | None) -> None:
+    """Print the JSON Schema of poc.yaml (or its Markdown field reference)."""
+    text = spec_markdown() if markdown else json.dumps(PocSpec.model_json_schema(), indent=2) + "\n"
+    if out:
+        out.write_text(text)
+        click.echo(f"wrote {out}")
+    else:
+        click.echo(text, nl=False)
+
+
+def register(main: click.Group) -> None:
+    for command in (ls_cmd, new_cmd, validate_cmd, show_cmd, schema_cmd):
+        main.add_command(command)

@@ -1,0 +1,181 @@
+"""What a framework adapter produces: for each node of a deployment, the exact launch.
+
+Adapters (``vllm.py``, ``sglang.py``, ``deepspeed.py``) turn a resolved spec into
+``NodeLaunch`` objects and check them with the framework's own argument parser; starting,
+health, logs, crash detection and stopping are shared (``process.py``).
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+from pocforge.paths import kit_env_python, workspace_root
+from pocforge.spec import PocSpec
+
+Role = Literal["server", "ray-head", "ray-worker", "headless", "launcher", "trainer"]
+
+
+@dataclass
+class NodeLaunch:
+    """One process to start on one node: command, environment and generated files."""
+
+    deployment: Literal["serving", "training"]
+    framework: str
+    node_rank: int
+    host: str
+    role: Role
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str] = field(
+        default_factory=dict
+    )  # name -> content, written to the run folder
+    health_url: str | None = None  # polled until it answers 200 (servers only)
+    check_args: list[str] | None = None  # the part the framework's own parser validates
+
+    def command(self) -> str:
+        """The argv as one shell-quoted line."""
+        return " ".join(shlex.quote(a) for a in self.argv)
+
+    def command_line(self) -> str:
+        """The command with its environment prefixed, as one shell line."""
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
+        return f"{env} {self.command()}".strip()
+
+    def as_dict(self) -> dict:
+        return {
+            "deployment": self.deployment,
+            "framework": self.framework,
+            "node_rank": self.node_rank,
+            "host": self.host,
+            "role": self.role,
+            "argv": self.argv,
+            "env": self.env,
+            "files": self.files,
+            "health_url": self.health_url,
+        }
+
+
+class Adapter(Protocol):
+    name: str
+
+    def plan(self, spec: PocSpec, ctx: LaunchContext) -> list[NodeLaunch]:
+        """Every node's launch for this framework's deployment in ``spec``."""
+
+    def check(self, launches: list[NodeLaunch], ctx: LaunchContext) -> list[tuple[NodeLaunch, str]]:
+        """Launches the framework's own parser rejects, with its message ([] when all are
+        fine); raises ``ArgcheckUnavailable`` when the framework is not installed."""
+
+
+@dataclass
+class LaunchContext:
+    """Where and how the launches run; defaults describe this machine."""
+
+    repo: Path
+    python: str = "python"  # interpreter on the nodes (this machine: .venv/bin/python)
+    sglang_python: str = "python"  # SGLang's own environment
+    host_override: str | None = None  # bind/health host for single-node local launches
+    port: int | None = None  # override spec.serving.port (tests pick a free port)
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def local(cls, repo: Path | None = None, **kwargs) -> LaunchContext:
+        """This machine: the kit's own environments, found from the kit's checkout (not from
+        the POC workspace, which may live anywhere): ``.venv`` and ``.venv-sglang``."""
+        repo = repo or workspace_root()
+        venv = kit_env_python(".venv")
+        sglang = kit_env_python(".venv-sglang")
+        return cls(
+            repo=repo,
+            python=str(venv) if venv.exists() else sys.executable,
+            sglang_python=str(sglang) if sglang.exists() else "python",
+            **kwargs,
+        )
+
+
+def node_hosts(spec: PocSpec, ctx: LaunchContext) -> list[str]:
+    """Address per node rank: the spec's hosts, its inventory, else placeholders ``node0``…"""
+    if ctx.host_override is not None:
+        return [ctx.host_override] * spec.cluster.nodes
+    if spec.cluster.hosts:
+        return [h.address for h in spec.cluster.hosts]
+    if spec.cluster.inventory and spec.source_dir:
+        found = inventory_addresses(spec.source_dir / spec.cluster.inventory)
+        if len(found) >= spec.cluster.nodes:
+            return found[: spec.cluster.nodes]
+    return [f"node{rank}" for rank in range(spec.cluster.nodes)]
+
+
+def inventory_addresses(path: Path) -> list[str]:
+    """Hosts of a YAML Ansible inventory in file order (``ansible_host`` when set)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return []
+    found: dict[str, str] = {}
+
+    def walk(group: object) -> None:
+        if not isinstance(group, dict):
+            return
+        for name, hostvars in (group.get("hosts") or {}).items():
+            address = hostvars.get("ansible_host", name) if isinstance(hostvars, dict) else name
+            found.setdefault(name, str(address))
+        for child in (group.get("children") or {}).values():
+            walk(child)
+
+    for group in (data or {}).values() if isinstance(data, dict) else []:
+        walk(group)
+    return list(found.values())
+
+
+def model_path(spec: PocSpec) -> str:
+    """The model argument: where bring-up staged the weights, a local folder resolved
+    against the POC folder, else the hub id."""
+    if spec.model.weights is not None:
+        return spec.model.weights.dest
+    candidate = (spec.source_dir / spec.model.id) if spec.source_dir else Path(spec.model.id)
+    if spec.model.tiny is not None or candidate.exists():
+        return str(candidate.resolve())
+    return spec.model.id
+
+
+def prepare_model(spec: PocSpec) -> str:
+    """Make sure the model folder exists: build the spec's tiny model if it asks for one."""
+    path = model_path(spec)
+    tiny = spec.model.tiny
+    if tiny is not None and not (Path(path) / "config.json").is_file():
+        from pocforge.tiny_model.make import make_tiny
+
+        make_tiny(path, arch=tiny.arch, seed=tiny.seed)
+    return path
+
+
+def flag_args(options: dict[str, object]) -> list[str]:
+    """``{"max-num-seqs": 8, "enforce-eager": True, "x": False, "y": [1, 2]}`` as CLI flags.
+
+    True is a bare flag, False is ``--no-<name>`` (argparse's BooleanOptionalAction, which
+    vLLM and SGLang use), lists are repeated values, None is left out.
+    """
+    import json
+
+    argv: list[str] = []
+    for key, value in options.items():
+        name = key if key.startswith("--") else f"--{key.replace('_', '-')}"
+        if value is None:
+            continue
+        if value is True:
+            argv.append(name)
+        elif value is False:
+            argv.append(f"--no-{name[2:]}")
+        elif isinstance(value, list):
+            argv += [name, *(str(v) for v in value)]
+        elif isinstance(value, dict):
+            argv += [name, json.dumps(value, separators=(",", ":"))]
+        else:
+            argv += [name, str(value)]
+    return argv

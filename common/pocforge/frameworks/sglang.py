@@ -1,0 +1,125 @@
+"""SGLang: spec -> ``python -m sglang.launch_server`` launches, one per node.
+
+Multi-node is SGLang's own: every node runs the same server command with ``--nnodes``,
+``--node-rank`` and ``--dist-init-addr`` of node 0; only node 0 serves HTTP. DP-attention is
+``--attn-dp-size`` (``--enable-dp-attention`` is deprecated in 0.5.23); expert parallelism is
+``--ep-size``.
+
+On a CPU (``cluster.gpu: cpu``) SGLang runs its CPU engine in its own environment
+(``.venv-sglang``): ``SGLANG_USE_CPU_ENGINE=1`` (without it the engine crashes and the launcher
+hangs), torch-native attention, no overlap scheduler, and ``--sleep-on-idle`` (otherwise the
+scheduler spins a core). Two CUDA-built packages it imports but never calls on CPU,
+``sgl_kernel`` and ``torchvision``, are replaced by shims on ``PYTHONPATH`` (``shims/``) whose
+every function raises, so any real use fails loudly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pocforge.frameworks.argcheck.run import run_argcheck
+from pocforge.frameworks.base import LaunchContext, NodeLaunch, flag_args, model_path, node_hosts
+from pocforge.spec import PocSpec
+from pocforge_kernels.integrations.sglang_hook import launch_env
+
+DIST_PORT = 5000
+SHIMS = Path(__file__).parent / "shims"
+QUANTIZATION = {
+    "none": None,
+    "fp8": "fp8",
+    "fp8_block": None,
+    "int8": "w8a8_int8",
+    "awq": "awq",
+    "gptq": "gptq",
+    "mxfp4": "mxfp4",
+}
+CPU_ARGS = {
+    "device": "cpu",
+    "attention-backend": "torch_native",
+    "disable-overlap-schedule": True,
+    "sleep-on-idle": True,
+}
+
+
+class SglangAdapter:
+    name = "sglang"
+
+    def plan(self, spec: PocSpec, ctx: LaunchContext) -> list[NodeLaunch]:
+        serving = spec.serving
+        assert serving is not None and serving.framework == "sglang"
+        hosts = node_hosts(spec, ctx)
+        port = ctx.port or serving.port
+        env = dict(ctx.extra_env)
+        if spec.cluster.gpu == "cpu":
+            env["SGLANG_USE_CPU_ENGINE"] = "1"
+            env["PYTHONPATH"] = str(SHIMS)
+        if serving.kernels:  # the kit's SGLang plugin, found through PYTHONPATH (see sglang_hook)
+            env.update(
+                launch_env(
+                    serving.kernels, cpu=spec.cluster.gpu == "cpu", pythonpath=env.get("PYTHONPATH")
+                )
+            )
+        launches = []
+        for rank, host in enumerate(hosts):
+            args = self._args(spec, ctx, rank, hosts[0], port)
+            launches.append(
+                NodeLaunch(
+                    deployment="serving",
+                    framework=self.name,
+                    node_rank=rank,
+                    host=host,
+                    role="server" if rank == 0 else "headless",
+                    argv=[ctx.sglang_python, "-m", "sglang.launch_server", *args],
+                    env=env,
+                    health_url=f"http://{host}:{port}/health" if rank == 0 else None,
+                    check_args=args,
+                )
+            )
+        return launches
+
+    def _args(
+        self, spec: PocSpec, ctx: LaunchContext, rank: int, head: str, port: int
+    ) -> list[str]:
+        model, serving, par = spec.model, spec.serving, spec.serving.parallelism
+        options: dict[str, object] = {
+            "model-path": model_path(spec),
+            "served-model-name": model.served_name or model.id,
+            "dtype": "float32"
+            if spec.cluster.gpu == "cpu" and model.dtype == "auto"
+            else model.dtype,
+            "tp-size": par.tp,
+            "pp-size": par.pp if par.pp > 1 else None,
+            "dp-size": par.dp if par.dp > 1 and not par.dp_attention else None,
+            "attn-dp-size": par.dp if par.dp_attention else None,
+            "ep-size": par.ep if par.ep > 1 else None,
+            "context-length": model.max_model_len,
+            "quantization": QUANTIZATION[model.quantization],
+            "kv-cache-dtype": model.kv_cache_dtype if model.kv_cache_dtype != "auto" else None,
+            "revision": model.revision,
+            "host": ctx.host_override or "0.0.0.0",
+            "port": port,
+        }
+        if spec.cluster.nodes > 1:
+            options.update(
+                {
+                    "nnodes": spec.cluster.nodes,
+                    "node-rank": rank,
+                    "dist-init-addr": f"{head}:{DIST_PORT}",
+                }
+            )
+        if spec.cluster.gpu == "cpu":
+            options.update(CPU_ARGS)
+        for key, value in serving.engine_args.items():
+            options[key.removeprefix("--")] = value
+        return flag_args(options)
+
+    def check(self, launches: list[NodeLaunch], ctx: LaunchContext) -> list[tuple[NodeLaunch, str]]:
+        """SGLang's own ``prepare_server_args`` on every node's arguments."""
+        verdicts = run_argcheck(
+            ctx.sglang_python, "sglang_args", [launch.check_args for launch in launches]
+        )
+        return [
+            (launch, f"SGLang rejects the arguments: {verdict}")
+            for launch, verdict in zip(launches, verdicts, strict=True)
+            if verdict
+        ]

@@ -1,0 +1,170 @@
+"""vLLM: spec -> ``python -m vllm.entrypoints.openai.api_server`` launches, per node.
+
+Layouts (vLLM 0.32):
+- one node, or TP/PP across nodes: a Ray cluster (``ray start --head`` on node 0, workers
+  join it) and one API server on node 0 with ``--distributed-executor-backend ray``;
+- DP across nodes with each DP rank inside a node: vLLM's native multi-node data parallel,
+  node 0 serves the API and nodes > 0 run ``--headless`` engines with their start rank;
+- expert parallelism is vLLM's ``--enable-expert-parallel``, which spans tp × dp GPUs.
+"""
+
+from __future__ import annotations
+
+from pocforge.frameworks.argcheck.run import run_argcheck
+from pocforge.frameworks.base import LaunchContext, NodeLaunch, flag_args, model_path, node_hosts
+from pocforge.spec import PocSpec
+from pocforge_kernels.integrations.vllm_plugin import custom_ops
+
+RAY_PORT = 6379
+DP_RPC_PORT = 13345
+QUANTIZATION = {
+    "none": None,
+    "fp8": "fp8",
+    "fp8_block": None,
+    "int8": None,
+    "awq": "awq",
+    "gptq": "gptq",
+    "mxfp4": "mxfp4",
+}
+
+
+class VllmAdapter:
+    name = "vllm"
+
+    def plan(self, spec: PocSpec, ctx: LaunchContext) -> list[NodeLaunch]:
+        serving = spec.serving
+        assert serving is not None and serving.framework == "vllm"
+        par, cluster = serving.parallelism, spec.cluster
+        hosts = node_hosts(spec, ctx)
+        port = ctx.port or serving.port
+        bind = ctx.host_override or "0.0.0.0"
+        env = self._env(spec, ctx)
+        server = [ctx.python, "-m", "vllm.entrypoints.openai.api_server"]
+        args = self._engine_args(spec) + ["--host", bind, "--port", str(port)]
+
+        if cluster.nodes == 1:
+            return [self._server(spec, 0, hosts[0], server, args, env, port)]
+
+        per_rank = par.tp * par.pp
+        if par.dp > 1 and per_rank <= cluster.gpus_per_node:
+            return self._native_dp(spec, ctx, hosts, server, args, env, port)
+        return self._ray(spec, ctx, hosts, server, args, env, port)
+
+    # ------------------------------------------------------------------ layouts
+
+    def _server(self, spec, rank, host, server, args, env, port, role="server") -> NodeLaunch:
+        return NodeLaunch(
+            deployment="serving",
+            framework=self.name,
+            node_rank=rank,
+            host=host,
+            role=role,
+            argv=server + args,
+            env=env,
+            health_url=f"http://{host}:{port}/health",
+            check_args=args,
+        )
+
+    def _ray(self, spec, ctx, hosts, server, args, env, port) -> list[NodeLaunch]:
+        head = hosts[0]
+        launches = [
+            NodeLaunch(
+                "serving",
+                self.name,
+                0,
+                head,
+                "ray-head",
+                ["ray", "start", "--head", f"--port={RAY_PORT}", "--block"],
+                env,
+            ),
+        ]
+        for rank, host in enumerate(hosts[1:], start=1):
+            launches.append(
+                NodeLaunch(
+                    "serving",
+                    self.name,
+                    rank,
+                    host,
+                    "ray-worker",
+                    ["ray", "start", f"--address={head}:{RAY_PORT}", "--block"],
+                    env,
+                )
+            )
+        ray_args = [*args, "--distributed-executor-backend", "ray"]
+        launches.append(
+            self._server(
+                spec, 0, head, server, ray_args, {**env, "RAY_ADDRESS": f"{head}:{RAY_PORT}"}, port
+            )
+        )
+        return launches
+
+    def _native_dp(self, spec, ctx, hosts, server, args, env, port) -> list[NodeLaunch]:
+        par, cluster = spec.serving.parallelism, spec.cluster
+        local = cluster.gpus_per_node // (par.tp * par.pp)
+        common = [
+            "--data-parallel-size-local",
+            str(local),
+            "--data-parallel-address",
+            hosts[0],
+            "--data-parallel-rpc-port",
+            str(DP_RPC_PORT),
+        ]
+        launches = [self._server(spec, 0, hosts[0], server, [*args, *common], env, port)]
+        for rank, host in enumerate(hosts[1:], start=1):
+            extra = [*common, "--data-parallel-start-rank", str(rank * local), "--headless"]
+            launch = self._server(
+                spec, rank, host, server, [*args, *extra], env, port, role="headless"
+            )
+            launch.health_url = None  # headless engines serve no HTTP
+            launches.append(launch)
+        return launches
+
+    # ------------------------------------------------------------------ arguments
+
+    def _engine_args(self, spec: PocSpec) -> list[str]:
+        serving, model, par = spec.serving, spec.model, spec.serving.parallelism
+        options: dict[str, object] = {
+            "model": model_path(spec),
+            "served-model-name": model.served_name or model.id,
+            "dtype": model.dtype,
+            "tensor-parallel-size": par.tp,
+            "pipeline-parallel-size": par.pp,
+            "data-parallel-size": par.dp,
+            "enable-expert-parallel": True if par.ep > 1 else None,
+            "max-model-len": model.max_model_len,
+            "quantization": QUANTIZATION[model.quantization],
+            "kv-cache-dtype": model.kv_cache_dtype if model.kv_cache_dtype != "auto" else None,
+            "revision": model.revision,
+        }
+        enable = custom_ops(serving.kernels)  # the vLLM op names the kit's plugin replaces
+        if enable:
+            options["compilation-config"] = {"custom_ops": ["none", *enable]}
+        for key, value in serving.engine_args.items():
+            options[key.removeprefix("--")] = value  # passthrough wins over derived values
+        return flag_args(options)
+
+    def _env(self, spec: PocSpec, ctx: LaunchContext) -> dict[str, str]:
+        env = dict(ctx.extra_env)
+        if spec.serving.kernels:
+            env["VLLM_PLUGINS"] = "pocforge_kernels"
+            env["POCFORGE_VLLM_KERNELS"] = ",".join(spec.serving.kernels)
+            if spec.cluster.gpu == "cpu":
+                env["TRITON_INTERPRET"] = (
+                    "1"  # Triton has no CPU backend; the interpreter runs the kernels
+                )
+        if spec.cluster.gpu == "cpu":
+            env.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")  # GiB; the tiny model needs little
+            env.setdefault("VLLM_TARGET_DEVICE", "cpu")
+        return env
+
+    # ------------------------------------------------------------------ checks
+
+    def check(self, launches: list[NodeLaunch], ctx: LaunchContext) -> list[tuple[NodeLaunch, str]]:
+        """vLLM's own parser on every server launch (raises ArgcheckUnavailable without vLLM)."""
+        servers = [launch for launch in launches if launch.check_args is not None]
+        verdicts = run_argcheck(ctx.python, "vllm_args", [launch.check_args for launch in servers])
+        return [
+            (launch, f"vLLM rejects the arguments: {verdict}")
+            for launch, verdict in zip(servers, verdicts, strict=True)
+            if verdict
+        ]

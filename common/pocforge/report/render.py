@@ -1,0 +1,332 @@
+"""The dashboard: one self-contained HTML file rebuilt from a run folder alone.
+
+``render(run_path, out)`` reads the run (manifest, provenance, stage results), judges the
+spec's criteria, compares with ``--compare`` runs and the spec's competitors, builds the
+plotly figures from aggregates, and renders ``templates/dashboard.html.j2`` with plotly's
+JavaScript inlined: no network, no server, a customer opens it from an e-mail. Raw
+per-request records are never embedded, so the file stays small however big the run.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from pocforge.report import charts
+from pocforge.results.compare import (
+    CompetitorComparison,
+    Cost,
+    MetricDelta,
+    compare_competitor,
+    compare_runs,
+)
+from pocforge.results.run_reader import RunData
+from pocforge.results.secrets import Redactor
+from pocforge.results.serving import interactivity, throughput_per_gpu
+from pocforge.results.store import Run
+from pocforge.results.verdicts import CriterionVerdict, judge_run, overall
+from pocforge.results.verify import VerifyReport, verify
+
+TEMPLATES = Path(__file__).parent / "templates"
+SERVING_TABLE_STATS = ("p50", "p90", "p99")
+
+
+class ReportError(ValueError):
+    """A report that cannot be built (bad run reference, unreadable competitor); one line."""
+
+
+@dataclass
+class Chart:
+    id: str
+    title: str
+    figure: str  # plotly JSON
+
+
+@dataclass
+class Section:
+    id: str
+    title: str
+    charts: list[Chart] = field(default_factory=list)
+    body: dict[str, Any] = field(default_factory=dict)
+
+
+def _slos(spec: dict[str, Any] | None, workload: str) -> list[dict[str, Any]]:
+    for w in ((spec or {}).get("serving") or {}).get("workloads") or []:
+        if w.get("name") == workload:
+            return list(w.get("slos") or [])
+    return []
+
+
+def _gpus(spec: dict[str, Any] | None, result_gpus: int | None) -> int | None:
+    if result_gpus:
+        return result_gpus
+    serving = (spec or {}).get("serving") or {}
+    par = serving.get("parallelism") or {}
+    if par:
+        return int(par.get("tp", 1) * par.get("pp", 1) * par.get("dp", 1)) * int(
+            serving.get("replicas", 1)
+        )
+    return None
+
+
+def _competitors(
+    spec: dict[str, Any] | None, run_path: Path, poc: str, caveats: list[str]
+) -> list[tuple[Any, Any]]:
+    """(Competitor spec entry, Imported) for each competitor file of the spec: the copy the
+    run keeps (``compare/``), so the page rebuilds from the run folder alone, else the POC's."""
+    from pocforge.paths import pocs_dir
+    from pocforge.results.importers import ResultImportError, parse
+
+    out = []
+    for comp in ((spec or {}).get("compare") or {}).get("competitors") or []:
+        kept = run_path / "compare" / Path(comp["file"]).name
+        path = kept if kept.is_file() else pocs_dir() / poc / comp["file"]
+        if comp["format"] == "pocforge":
+            caveats.append(f"competitor {comp['name']}: pocforge runs are compared with --compare")
+            continue
+        try:
+            out.append((comp, parse([path], comp["format"], "competitor", comp.get("gpus"))))
+        except ResultImportError as exc:
+            caveats.append(f"competitor {comp['name']} not shown: {exc}")
+    return out
+
+
+def build(
+    run_path: Path, compare: list[Path] = (), ours_cost: Cost | None = None
+) -> dict[str, Any]:
+    """The template context of a run's dashboard."""
+    run = Run.open(run_path)
+    m = run.manifest
+    spec = m.spec
+    data = RunData.load(run)
+    report: VerifyReport = verify(run_path)
+    verdicts: list[CriterionVerdict] = judge_run(run)
+    caveats: list[str] = []
+
+    if m.status != "complete":
+        caveats.append(f"the run's status is {m.status}: results may be partial")
+    caveats += [f"integrity: {line}" for line in report.lines()]
+    caveats += [f"unreadable: {p}" for p in data.problems]
+    for name, stage in m.stages.items():
+        if stage.status in ("failed", "interrupted"):
+            caveats.append(
+                f"stage {name} {stage.status}" + (f": {stage.error}" if stage.error else "")
+            )
+    if (spec or {}).get("cluster", {}).get("gpu") == "cpu":
+        caveats.append(
+            "this run used CPUs, not GPUs: its numbers say nothing about GPU performance"
+        )
+    if m.imported_from:
+        caveats.append(
+            f"imported from {m.imported_from.tool} ({m.imported_from.file}); definitions differ as listed"
+        )
+
+    baselines = [RunData.load(Run.open(p)) for p in compare]
+    deltas: list[MetricDelta] = []
+    for b in baselines:
+        deltas += compare_runs(b, data)
+
+    competitors = _competitors(spec, run_path, m.poc, caveats)
+    comparisons: list[CompetitorComparison] = []
+    sections: list[Section] = []
+    serving_rows = []
+    for workload, (result, _folder) in data.serving.items():
+        gpus = _gpus(spec, result.gpus)
+        slos = _slos(spec, workload)
+        tpot = [s for s in slos if s.get("metric") == "tpot_ms"]
+        min_inter = 1000.0 / min(s["max_ms"] for s in tpot) if tpot else None
+        label = f"SLO: TPOT p{tpot[0]['percentile']:g} ≤ {tpot[0]['max_ms']:g} ms" if tpot else None
+        failing = [
+            p.id for p in result.points for s in slos if s.get("metric") != "tpot_ms"
+            and (v := p.metrics.get(s["metric"], {}).get(f"p{s['percentile']:g}")) is not None
+            and v > s["max_ms"]
+        ]  # fmt: skip
+        others = []
+        for b in baselines:
+            if workload in b.serving:
+                bres = b.serving[workload][0]
+                others.append(
+                    (
+                        f"baseline {b.run.manifest.run_id}",
+                        bres,
+                        _gpus(b.run.manifest.spec, bres.gpus),
+                    )
+                )
+        for comp, imported in competitors:
+            match = [r for r in imported.serving if r.workload == workload] or (
+                imported.serving if len(imported.serving) == 1 else []
+            )
+            for r in match:
+                others.append((comp["name"], r, comp.get("gpus") or r.gpus))
+                theirs = Cost(gpus=comp.get("gpus"), price_per_gpu_hour=comp.get("price_per_gpu_hour"),
+                              power_w_per_gpu=comp.get("power_w_per_gpu"))  # fmt: skip
+                mine = ours_cost or Cost()
+                mine = mine.model_copy(update={"gpus": mine.gpus or gpus})
+                comparisons.append(
+                    compare_competitor(comp["name"], result, r, mine, theirs, min_inter)
+                )
+                for d in r.differences:
+                    caveats.append(
+                        f"{comp['name']} ({r.tool}) {d.metric}: {d.theirs}; ours {d.ours} — {d.effect}"
+                    )
+        for p in result.points:
+            if p.client_limited:
+                caveats.append(
+                    f"{workload} {p.id}: the load generator, not the server, was the limit ({'; '.join(p.caveats)})"
+                )
+            elif p.caveats:
+                caveats += [f"{workload} {p.id}: {c}" for c in p.caveats]
+        for d in result.differences:
+            caveats.append(f"{result.tool} {d.metric}: {d.theirs}; ours {d.ours} — {d.effect}")
+        rows = []
+        for p in result.points:
+            x = interactivity(p)
+            rows.append({
+                "id": p.id, "status": p.status, "requests": p.requests, "failed": p.failed,
+                "repeats": p.repeats, "client_limited": p.client_limited,
+                "tput": p.metrics.get("output_throughput", {}).get("value"),
+                "tput_gpu": throughput_per_gpu(p, gpus), "interactivity": x,
+                "goodput": p.metrics.get("goodput", {}).get("value"),
+                "lat": {m_: {s: p.metrics.get(m_, {}).get(s) for s in SERVING_TABLE_STATS}
+                        for m_ in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")},
+            })  # fmt: skip
+        serving_rows.append({"workload": workload, "tool": result.tool, "gpus": gpus})
+        sec = Section(id=f"serving-{workload}", title=f"Serving — {workload}",
+                      body={"rows": rows, "result": result, "gpus": gpus, "slos": slos,
+                            "notes": result.notes})  # fmt: skip
+        sec.charts.append(Chart(f"pareto-{workload}", "Pareto", charts.to_json(
+            charts.pareto(result, gpus, others, min_inter, label, failing))))  # fmt: skip
+        sec.charts.append(
+            Chart(
+                f"latency-{workload}", "Latency", charts.to_json(charts.latency_percentiles(result))
+            )
+        )
+        sections.append(sec)
+
+    if data.training is not None:
+        sections.append(Section("training", "Training", [Chart("loss", "Loss", charts.to_json(charts.loss_curve(data.training)))],
+                                {"result": data.training}))  # fmt: skip
+    if data.kernels is not None and data.kernels.rows:
+        if not data.kernels.timed:
+            caveats.append(
+                "kernel times were not measured on a GPU (interpreter): % of roofline is not meaningful"
+            )
+        bars = [Chart("kernels", "Kernels", charts.to_json(charts.kernel_bars(data.kernels)))]
+        sections.append(Section("kernels", "Kernels", bars if data.kernels.timed else [],
+                                {"result": data.kernels}))  # fmt: skip
+    if data.cluster is not None or data.collectives:
+        sec = Section("cluster", "Cluster")
+        if data.cluster is not None:
+            hosts = sorted({c.host for c in data.cluster.checks})
+            names = list(dict.fromkeys(c.check for c in data.cluster.checks))
+            cells = {(c.host, c.check): c for c in data.cluster.checks}
+            sec.body["matrix"] = {"hosts": hosts, "checks": names, "cells": cells}
+        if data.collectives:
+            sec.charts.append(
+                Chart(
+                    "collectives",
+                    "Collectives",
+                    charts.to_json(charts.collective_curves(data.collectives)),
+                )
+            )
+            sec.body["collectives"] = data.collectives
+        sections.append(sec)
+
+    for v in verdicts:
+        if v.verdict != "pass" and v.note:
+            caveats.append(f"{v.criterion}: {v.note}")
+    verdict = overall(verdicts)
+    summary = _summary(verdict, verdicts, data, serving_rows)
+    redactor = Redactor.for_spec(None)
+    return {
+        "title": f"{m.poc} — POC results",
+        "customer": ((spec or {}).get("poc") or {}).get("customer"),
+        "description": ((spec or {}).get("poc") or {}).get("description"),
+        "manifest": m,
+        "spec_json": redactor.text(json.dumps(spec, indent=2)) if spec else None,
+        "verdict": verdict,
+        "summary": summary,
+        "verdicts": verdicts,
+        "sections": sections,
+        "deltas": deltas,
+        "comparisons": comparisons,
+        "provenance": data.provenance,
+        "verify": report,
+        "caveats": list(dict.fromkeys(caveats)),
+    }
+
+
+def _summary(
+    verdict: str, verdicts: list[CriterionVerdict], data: RunData, serving: list[dict]
+) -> str:
+    n = len(verdicts)
+    counts = {k: sum(v.verdict == k for v in verdicts) for k in ("pass", "fail", "inconclusive")}
+    if verdict == "none":
+        head = "No acceptance criteria are set for this run."
+    elif verdict == "pass":
+        head = f"PASS: all {n} acceptance criteria are met."
+    elif verdict == "fail":
+        failed = ", ".join(v.criterion for v in verdicts if v.verdict == "fail")
+        head = f"FAIL: {counts['fail']} of {n} acceptance criteria are not met ({failed})."
+    else:
+        head = (f"INCONCLUSIVE: {counts['pass']} of {n} criteria pass, none fails, "
+                f"{counts['inconclusive']} cannot be decided with the data at hand.")  # fmt: skip
+    parts = [head]
+    for s in serving:
+        result = data.serving[s["workload"]][0]
+        best = max((throughput_per_gpu(p, s["gpus"]) or 0.0 for p in result.points), default=0.0)
+        if best:
+            parts.append(f"Workload {s['workload']}: up to {best:,.0f} output tokens/s per GPU over "
+                         f"{len(result.points)} load points ({s['tool']}).")  # fmt: skip
+    return " ".join(parts)
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["num"] = _num
+    env.filters["pct"] = lambda x: "—" if x is None else f"{x:+.1f}%"
+    return env
+
+
+def _num(x: Any, digits: int = 3) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, int):
+        return f"{x:,}"
+    ax = abs(x)
+    if ax >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.{digits}g}"
+
+
+def render_html(context: dict[str, Any]) -> str:
+    from plotly.offline import get_plotlyjs
+
+    template = _env().get_template("dashboard.html.j2")
+    text = template.render(**context, plotly_js=get_plotlyjs(), html=html)
+    return Redactor.for_spec(None).text(text)
+
+
+def render(run_path: str | Path, out: str | Path | None = None, compare: list[Path] = (),
+           ours_cost: Cost | None = None) -> Path:  # fmt: skip
+    """Write the dashboard of a run; default ``<run>/dashboard.html``."""
+    run_path = Path(run_path)
+    out = Path(out) if out else run_path / "dashboard.html"
+    text = render_html(build(run_path, list(compare), ours_cost))
+    from pocforge.atomic import write_text
+
+    write_text(out, text)
+    return out

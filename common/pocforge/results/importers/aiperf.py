@@ -1,0 +1,151 @@
+"""NVIDIA AIPerf's ``profile_export_aiperf.json`` (one file per profile run = sweep point).
+
+Each metric is ``{"unit": …, "avg": …, "p50": …, "p99": …, "std": …}``. AIPerf names
+things differently from vLLM: its ``inter_token_latency`` is per request
+``(latency - TTFT) / (output_tokens - 1)`` — our TPOT — and its per-chunk gap is
+``inter_chunk_latency`` — our ITL. Output tokens are counted with the client's tokenizer
+unless ``--use-server-token-count`` was given.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pocforge.results.importers.common import (
+    Imported,
+    ResultImportError,
+    point_id,
+    read_json,
+    sort_points,
+)
+from pocforge.results.schema import DefinitionDifference, ServingPoint, ServingResult
+
+TOOL = "aiperf"
+# ours -> (theirs, factor to ms)
+DISTRIBUTIONS = {
+    "ttft_ms": "time_to_first_token",
+    "tpot_ms": "inter_token_latency",
+    "itl_ms": "inter_chunk_latency",
+    "e2el_ms": "request_latency",
+}
+SCALARS = {
+    "request_throughput": "request_throughput",
+    "output_throughput": "output_token_throughput",
+    "total_token_throughput": "total_token_throughput",
+    "goodput": "good_request_throughput",
+}
+DEFINITIONS = {
+    "time_to_first_token": "Request sent to the first response chunk with content.",
+    "inter_token_latency": "(request_latency - TTFT) / (output_sequence_length - 1), per request.",
+    "inter_chunk_latency": "Gap between consecutive response chunks.",
+    "request_latency": "Request sent to the last response chunk.",
+    "output_token_throughput": "Output tokens of all requests / benchmark duration.",
+    "output_sequence_length": "Output tokens per request, counted with the client tokenizer.",
+}
+DIFFERENCES = [
+    DefinitionDifference(
+        metric="tpot_ms",
+        theirs="called inter_token_latency (ITL)",
+        ours="called tpot_ms; our itl_ms is their inter_chunk_latency",
+        effect="same formula; compare AIPerf's ITL with our TPOT, not our ITL",
+    ),
+    DefinitionDifference(
+        metric="tpot_ms",
+        theirs="output tokens counted by re-tokenizing the text on the client",
+        ours="output tokens from the server's usage",
+        effect="re-tokenized counts can differ (here by the usage discrepancy AIPerf reports), "
+        "shifting TPOT and token throughput",
+    ),
+]
+_STATS = {"avg": "mean", "std": "std", "min": "min", "max": "max"}
+
+
+def _stats(entry: Any) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    if not isinstance(entry, dict):
+        return out
+    for key, value in entry.items():
+        if not isinstance(value, int | float):
+            continue
+        if key in _STATS:
+            out[_STATS[key]] = float(value)
+        elif key in ("p50", "p90", "p95", "p99"):
+            out[key] = float(value)
+    if "p50" in out:
+        out["median"] = out["p50"]
+    return out
+
+
+def _concurrency(data: dict[str, Any]) -> tuple[Any, Any]:
+    cfg = data.get("input_config") or {}
+    load = cfg.get("loadgen") or cfg.get("load") or {}
+    phases = cfg.get("phases") or {}
+    conc = load.get("concurrency")
+    rate = load.get("request_rate")
+    if conc is None and isinstance(phases, dict):
+        for phase in phases.values():
+            if isinstance(phase, dict):
+                conc = conc or phase.get("concurrency")
+                rate = rate or phase.get("request_rate")
+    if conc is None:
+        cmd = (data.get("run_info") or {}).get("cli_command") or ""
+        parts = cmd.replace("'", "").split()
+        if "--concurrency" in parts:
+            conc = float(parts[parts.index("--concurrency") + 1])
+    return conc, rate
+
+
+def _point(data: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
+    if "time_to_first_token" not in data or "request_throughput" not in data:
+        raise ResultImportError(f"{path}: not an AIPerf profile_export_aiperf.json")
+    conc, rate = _concurrency(data)
+    pid, mode, value = point_id(conc, rate)
+    metrics: dict[str, dict[str, float | None]] = {}
+    for ours, theirs in DISTRIBUTIONS.items():
+        stats = _stats(data.get(theirs))
+        if stats:
+            metrics[ours] = stats
+    for ours, theirs in SCALARS.items():
+        avg = (data.get(theirs) or {}).get("avg")
+        if isinstance(avg, int | float):
+            metrics[ours] = {"value": float(avg)}
+    completed = int((data.get("request_count") or {}).get("avg") or 0)
+    errors = len(data.get("error_summary") or [])
+    err = (data.get("request_error_rate") or {}).get("avg")
+    if isinstance(err, int | float):
+        metrics["error_rate"] = {"value": float(err) / 100.0}  # AIPerf reports percent
+    if gpus and "output_throughput" in metrics:
+        metrics["output_throughput_per_gpu"] = {
+            "value": metrics["output_throughput"]["value"] / gpus
+        }
+    if metrics.get("tpot_ms", {}).get("median"):
+        metrics["interactivity"] = {"median": 1000.0 / metrics["tpot_ms"]["median"]}
+    duration = (data.get("benchmark_duration") or {}).get("avg")
+    caveats = []
+    if data.get("was_cancelled"):
+        caveats.append("AIPerf reports the profile run was cancelled")
+    return ServingPoint(
+        id=pid, mode=mode, value=value, requests=completed, failed=errors or None,
+        duration_s=float(duration) if duration else None, metrics=metrics, caveats=caveats,
+    )  # fmt: skip
+
+
+def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported:
+    points: list[ServingPoint] = []
+    version = None
+    for path in paths:
+        data = read_json(path)
+        if not isinstance(data, dict):
+            raise ResultImportError(f"{path}: not an AIPerf profile_export_aiperf.json")
+        point = _point(data, path, gpus)
+        if any(p.id == point.id for p in points):
+            raise ResultImportError(f"{path}: a second result for point {point.id}")
+        points.append(point)
+        version = version or data.get("aiperf_version")
+    result = ServingResult(
+        workload=workload, tool=TOOL, tool_version=version,
+        source_file=", ".join(p.name for p in paths), gpus=gpus, points=sort_points(points),
+        definitions=DEFINITIONS, differences=DIFFERENCES,
+    )  # fmt: skip
+    return Imported(tool=TOOL, serving=[result])

@@ -1,0 +1,93 @@
+"""What every importer returns, and helpers shared by the serving importers."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pocforge.results.schema import CollectiveResult, ServingPoint, ServingResult
+
+
+class ResultImportError(ValueError):
+    """A file the importer cannot read as its format; one clear line."""
+
+
+@dataclass
+class Imported:
+    """Normalised results of one or more input files of one tool."""
+
+    tool: str
+    serving: list[ServingResult] = field(default_factory=list)
+    # workload -> point id -> per-request records (bench RequestRecord), where the tool kept them
+    records: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    collectives: list[CollectiveResult] = field(default_factory=list)
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ResultImportError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ResultImportError(f"{path}: not valid JSON ({exc})") from None
+
+
+def read_json_lines(path: Path) -> list[dict[str, Any]]:
+    """A JSON object per line (SGLang appends one per run), or one JSON object."""
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        data = json.loads(text)
+        return data if isinstance(data, list) else [data]
+    except ValueError:
+        pass
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                raise ResultImportError(f"{path}:{number}: not a JSON object per line") from None
+    return rows
+
+
+def require(data: dict[str, Any], keys: tuple[str, ...], path: Path, tool: str) -> None:
+    missing = [k for k in keys if k not in data]
+    if missing:
+        raise ResultImportError(f"{path}: not a {tool} result (missing {', '.join(missing)})")
+
+
+STAT_KEYS = {"mean": "mean", "median": "median", "std": "std"}
+_PCT = re.compile(r"^p(\d+(?:\.\d+)?)$")
+
+
+def percentile_stats(data: dict[str, Any], tool_metric: str, ours: str) -> dict[str, float | None]:
+    """``mean_ttft_ms``, ``p99_ttft_ms``… (vLLM / SGLang key style) -> {mean, p99, …}."""
+    out: dict[str, float | None] = {}
+    suffix = f"_{tool_metric}_ms"
+    for key, value in data.items():
+        if not key.endswith(suffix) or not isinstance(value, int | float):
+            continue
+        stat = key[: -len(suffix)]
+        if stat in STAT_KEYS:
+            out[STAT_KEYS[stat]] = float(value)
+        elif _PCT.match(stat):
+            out[stat.replace("p999", "p99.9")] = float(value)
+    if "median" not in out and "p50" in out:
+        out["median"] = out["p50"]
+    return out
+
+
+def point_id(concurrency: Any, rate: Any) -> tuple[str, str, float | None]:
+    """(id, mode, value) from a tool's max-concurrency and request-rate settings."""
+    if isinstance(concurrency, int | float) and concurrency > 0:
+        return f"c{int(concurrency)}", "concurrency", float(concurrency)
+    if isinstance(rate, int | float) and rate > 0:
+        return f"r{rate:g}", "rate", float(rate)
+    return "point", "unknown", None
+
+
+def sort_points(points: list[ServingPoint]) -> list[ServingPoint]:
+    return sorted(points, key=lambda p: (p.mode, p.value if p.value is not None else 0.0, p.id))

@@ -1,0 +1,319 @@
+"""The spec's acceptance criteria judged on a run: pass, fail or inconclusive, with margin.
+
+Serving criteria (``serving.<workload>.<metric>[.<statistic>]``) are judged at every sweep
+point with the serving benchmark's own judge (:func:`pocforge.bench.verdicts.judge`):
+percentile bootstrap over the per-request records (two-level across repeats) for
+per-request metrics, Student-t across repeats for throughput-like ones, a point verdict
+with a note when there is one value. Without records (imports), the stored across-repeat
+interval is used, else the point value.
+
+A sweep has many points and a customer signs one operating point, so a workload's
+criteria are reported together at its *operating point*: the highest-load point where
+every criterion of the workload passes; when no point passes them all, the point that
+passes the most (ties: fewer failures, then higher load), and the verdicts say so. Every
+point's verdicts are kept for the dashboard's matrix.
+
+``pass`` when the interval lies wholly on the good side of the threshold, ``fail`` when
+wholly on the bad side, else ``inconclusive``. Margin = threshold - estimate for ``<``/``<=``
+and estimate - threshold for ``>``/``>=``: positive is headroom.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from pocforge.results.schema import (
+    CollectiveResult,
+    KernelResults,
+    ServingPoint,
+    ServingResult,
+    TrainingResult,
+)
+from pocforge.results.serving import load_records
+
+VerdictName = Literal["pass", "fail", "inconclusive"]
+
+
+class PointVerdict(BaseModel):
+    point: str | None
+    verdict: VerdictName
+    estimate: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    method: str = "none"
+    n: int = 0
+    note: str | None = None
+
+
+class CriterionVerdict(BaseModel):
+    criterion: str
+    metric: str
+    op: str
+    threshold: float
+    confidence: float
+    verdict: VerdictName
+    estimate: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    margin: float | None = None
+    margin_pct: float | None = None
+    method: str = "none"
+    n: int = 0
+    point: str | None = Field(None, description="Sweep point the verdict is reported at.")
+    note: str | None = None
+    per_point: list[PointVerdict] = Field(default_factory=list)
+
+
+def decide(op: str, threshold: float, lo: float, hi: float) -> VerdictName:
+    """Interval [lo, hi] against ``metric <op> threshold``."""
+    if op in ("<", "<="):
+        good = hi < threshold if op == "<" else hi <= threshold
+        bad = lo >= threshold if op == "<" else lo > threshold
+    else:
+        good = lo > threshold if op == ">" else lo >= threshold
+        bad = hi <= threshold if op == ">" else hi < threshold
+    return "pass" if good else "fail" if bad else "inconclusive"
+
+
+def margin(op: str, threshold: float, estimate: float | None) -> tuple[float | None, float | None]:
+    if estimate is None:
+        return None, None
+    m = threshold - estimate if op in ("<", "<=") else estimate - threshold
+    return m, (100.0 * m / abs(threshold) if threshold else None)
+
+
+def _none(point: str | None, note: str) -> PointVerdict:
+    return PointVerdict(point=point, verdict="inconclusive", note=note)
+
+
+# --------------------------------------------------------------------------- serving
+
+
+def _records_by_repeat(folder: Path, point: ServingPoint) -> tuple[list[list[Any]], int] | None:
+    if not point.records_file or not (folder / point.records_file).is_file():
+        return None
+    records, total = load_records(folder / point.records_file)
+    groups: dict[int, list[Any]] = defaultdict(list)
+    for rec in records:
+        groups[rec.repeat].append(rec)
+    return ([groups[k] for k in sorted(groups)], total) if groups else None
+
+
+def judge_point(
+    point: ServingPoint, folder: Path | None, metric: str, stat: str, op: str, threshold: float,
+    confidence: float = 0.95, seed: int = 0,
+) -> PointVerdict:  # fmt: skip
+    """One serving criterion at one sweep point."""
+    from pocforge.bench.stats import DISTRIBUTION_METRICS, samples
+    from pocforge.bench.verdicts import SLO, judge
+
+    if point.status == "failed":
+        return _none(point.id, "the point failed")
+    note95 = None if abs(confidence - 0.95) < 1e-9 else (
+        f"judged with the serving benchmark's 95% interval, not {confidence:.0%}"
+    )  # fmt: skip
+    slo = SLO(metric=metric, statistic=stat if metric in DISTRIBUTION_METRICS else "mean",
+              threshold=threshold)  # fmt: skip
+    wants = metric in DISTRIBUTION_METRICS and folder is not None
+    loaded = _records_by_repeat(folder, point) if wants else None
+    v = None
+    if metric in DISTRIBUTION_METRICS and loaded:
+        groups, total = loaded
+        v = judge(slo, per_repeat_samples=[samples(g, metric) for g in groups], seed=seed)
+        kept = sum(len(g) for g in groups)
+        if kept < total:
+            sampled = f"bootstrap on an even sample of {kept:,} of {total:,} requests"
+            note95 = f"{note95}; {sampled}" if note95 else sampled
+    elif metric not in DISTRIBUTION_METRICS and point.per_repeat.get(metric):
+        v = judge(slo, per_repeat_values=point.per_repeat[metric], seed=seed)
+    if v is not None:
+        if v.ci_low is not None and v.ci_high is not None:
+            verdict = decide(op, threshold, v.ci_low, v.ci_high)
+        elif v.method == "point" and v.estimate is not None:
+            verdict = decide(op, threshold, v.estimate, v.estimate)
+        else:
+            verdict = "inconclusive"
+        note = "; ".join(n for n in (v.note, note95) if n) or None
+        return PointVerdict(point=point.id, verdict=verdict, estimate=v.estimate,
+                            ci_low=v.ci_low, ci_high=v.ci_high, method=v.method, n=v.n,
+                            note=note)  # fmt: skip
+    key = stat if metric in DISTRIBUTION_METRICS else "value"
+    estimate = point.metrics.get(metric, {}).get(key)
+    if estimate is None:
+        return _none(point.id, f"{metric} {key} not reported")
+    ci = point.ci.get(metric, {}).get(key)
+    if ci is not None:
+        return PointVerdict(point=point.id, verdict=decide(op, threshold, *ci), estimate=estimate,
+                            ci_low=ci[0], ci_high=ci[1], method="t-interval", n=point.repeats,
+                            note="interval across repeats of the point statistic")  # fmt: skip
+    return PointVerdict(point=point.id, verdict=decide(op, threshold, estimate, estimate),
+                        estimate=estimate, method="point", n=1,
+                        note="one value, no interval: a point verdict")  # fmt: skip
+
+
+def _operating_point(per_point: dict[str, list[PointVerdict]], order: list[str]) -> str | None:
+    """Highest-load point passing every criterion, else the one passing the most."""
+    if not order:
+        return None
+
+    def score(pid: str) -> tuple[int, int, int]:
+        vs = [pv for pvs in per_point.values() for pv in pvs if pv.point == pid]
+        passes = sum(v.verdict == "pass" for v in vs)
+        fails = sum(v.verdict == "fail" for v in vs)
+        return passes, -fails, order.index(pid)
+
+    return max(order, key=score)
+
+
+def _serving(
+    criteria: list[Any], results: dict[str, tuple[ServingResult, Path | None]]
+) -> list[CriterionVerdict]:
+    out: list[CriterionVerdict] = []
+    by_workload: dict[str, list[tuple[int, Any]]] = defaultdict(list)
+    for i, c in enumerate(criteria):
+        by_workload[c.parts[1] if len(c.parts) > 1 else ""].append((i, c))
+    judged: dict[int, CriterionVerdict] = {}
+    for workload, items in by_workload.items():
+        if workload not in results:
+            for i, c in items:
+                judged[i] = _criterion(c, PointVerdict(point=None, verdict="inconclusive",
+                                                       note=f"no serving result for workload {workload!r}"))  # fmt: skip
+            continue
+        result, folder = results[workload]
+        order = [p.id for p in result.points if p.status != "failed"]
+        per_point: dict[int, list[PointVerdict]] = {}
+        for i, c in items:
+            metric = c.parts[2] if len(c.parts) > 2 else ""
+            stat = c.parts[3] if len(c.parts) > 3 else "mean"
+            per_point[i] = [
+                judge_point(p, folder, metric, stat, c.op, c.threshold, c.confidence, seed=i)
+                for p in result.points
+            ]
+        op_point = _operating_point({str(i): v for i, v in per_point.items()}, order)
+        for i, c in items:
+            at = next((pv for pv in per_point[i] if pv.point == op_point), None)
+            at = at or _none(None, "no sweep point completed")
+            cv = _criterion(c, at)
+            cv.per_point = per_point[i]
+            if op_point and not all(
+                pv.verdict == "pass"
+                for j, _ in items
+                for pv in per_point[j]
+                if pv.point == op_point
+            ):
+                extra = (
+                    f"no sweep point met every criterion of {workload!r}; reported at {op_point}"
+                )
+                cv.note = f"{cv.note}; {extra}" if cv.note else extra
+            judged[i] = cv
+    out = [judged[i] for i in sorted(judged)]
+    return out
+
+
+def _criterion(c: Any, pv: PointVerdict) -> CriterionVerdict:
+    m, mp = margin(c.op, c.threshold, pv.estimate)
+    return CriterionVerdict(
+        criterion=str(c), metric=c.metric, op=c.op, threshold=c.threshold,
+        confidence=c.confidence, verdict=pv.verdict, estimate=pv.estimate, ci_low=pv.ci_low,
+        ci_high=pv.ci_high, margin=m, margin_pct=mp, method=pv.method, n=pv.n, point=pv.point,
+        note=pv.note,
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- other stages
+
+
+def _training(c: Any, result: TrainingResult | None) -> CriterionVerdict:
+    from pocforge.bench.stats import t_interval
+
+    name = c.parts[1] if len(c.parts) > 1 else ""
+    if result is None:
+        return _criterion(c, _none(None, "no training result"))
+    if name == "final_loss" and result.steps:
+        tail = [s.loss for s in result.steps[-max(3, len(result.steps) // 10) :]]
+        ci = t_interval(tail)
+        if ci is not None:
+            est, lo, hi = ci
+            return _criterion(c, PointVerdict(point=None, verdict=decide(c.op, c.threshold, lo, hi),
+                                              estimate=est, ci_low=lo, ci_high=hi,
+                                              method="t-interval", n=len(tail),
+                                              note=f"mean loss of the last {len(tail)} steps"))  # fmt: skip
+    value = getattr(result, name, None)
+    if not isinstance(value, int | float):
+        return _criterion(c, _none(None, f"training result has no {name}"))
+    return _criterion(c, PointVerdict(point=None, verdict=decide(c.op, c.threshold, value, value),
+                                      estimate=float(value), method="point", n=1))  # fmt: skip
+
+
+def _kernels(c: Any, result: KernelResults | None) -> CriterionVerdict:
+    op = c.parts[1] if len(c.parts) > 1 else ""
+    name = c.parts[2] if len(c.parts) > 2 else ""
+    rows = [r for r in (result.rows if result else []) if r.op == op]
+    values = [getattr(r, name) for r in rows if isinstance(getattr(r, name, None), int | float)]
+    if not values:
+        return _criterion(c, _none(None, f"no kernel result for {op}.{name}"))
+    worst = max(values) if c.op in ("<", "<=") else min(values)  # the worst shape decides
+    return _criterion(c, PointVerdict(point=None, verdict=decide(c.op, c.threshold, worst, worst),
+                                      estimate=float(worst), method="point", n=len(values),
+                                      note=f"worst of {len(values)} shapes"))  # fmt: skip
+
+
+def _collectives(c: Any, results: list[CollectiveResult]) -> CriterionVerdict:
+    coll = c.parts[1] if len(c.parts) > 1 else ""
+    name = c.parts[2] if len(c.parts) > 2 else ""
+    match = [r for r in results if r.collective == coll]
+    if not match or name not in ("busbw_gbs", "wrong"):
+        return _criterion(c, _none(None, f"no collective result for {coll}.{name}"))
+    rows = [row for r in match for row in r.rows]
+    if name == "busbw_gbs":
+        largest = max(rows, key=lambda r: r.bytes)
+        value = float(largest.busbw_gbs)
+    else:
+        value = float(sum((r.wrong or 0) + (r.inplace_wrong or 0) for r in rows))
+    return _criterion(c, PointVerdict(point=None, verdict=decide(c.op, c.threshold, value, value),
+                                      estimate=value, method="point", n=1))  # fmt: skip
+
+
+# --------------------------------------------------------------------------- a run
+
+
+def criteria_of(spec: dict[str, Any] | None) -> list[Any]:
+    from pocforge.spec.schema import Criterion
+
+    raw = ((spec or {}).get("acceptance") or {}).get("criteria") or []
+    return [Criterion.model_validate(c) for c in raw]
+
+
+def judge_run(run: Any, criteria: list[Any] | None = None) -> list[CriterionVerdict]:
+    """Judge ``criteria`` (default: the run's spec's) on a run's stored results."""
+    from pocforge.results.run_reader import RunData
+
+    data = RunData.load(run)
+    criteria = criteria_of(run.manifest.spec) if criteria is None else criteria
+    serving = [c for c in criteria if c.parts[0] == "serving"]
+    judged = dict(zip([id(c) for c in serving], _serving(serving, data.serving), strict=True))
+    out = []
+    for c in criteria:
+        section = c.parts[0]
+        if section == "serving":
+            out.append(judged[id(c)])
+        elif section == "training":
+            out.append(_training(c, data.training))
+        elif section == "kernels":
+            out.append(_kernels(c, data.kernels))
+        elif section == "collectives":
+            out.append(_collectives(c, data.collectives))
+        else:
+            out.append(_criterion(c, _none(None, f"unknown section {section!r}")))
+    return out
+
+
+def overall(verdicts: list[CriterionVerdict]) -> Literal["pass", "fail", "inconclusive", "none"]:
+    if not verdicts:
+        return "none"
+    names = {v.verdict for v in verdicts}
+    return "fail" if "fail" in names else "inconclusive" if "inconclusive" in names else "pass"

@@ -1,0 +1,201 @@
+"""Cross-field rules: what a single field cannot know on its own.
+
+Each rule takes a valid spec and yields ``(field path, message)`` pairs; the loader
+locates them in the YAML.  Each has its own test in ``tests/spec/test_rules.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from pocforge.catalog import ModelFacts, model_facts
+from pocforge.metrics import STATISTICS, metric, metric_names
+from pocforge.spec.schema import PocSpec
+
+Finding = tuple[tuple[str | int, ...], str]
+Rule = Callable[[PocSpec], Iterator[Finding]]
+
+COLLECTIVES = ("all_reduce", "all_gather", "alltoall", "reduce_scatter")
+
+
+def facts_of(spec: PocSpec) -> ModelFacts:
+    """The model's facts: its local config.json (if any), the tiny builder's arch, overrides."""
+    facts = model_facts(spec.model.id, spec.source_dir, spec.model.facts)
+    if facts.experts is None and spec.model.tiny is not None:
+        facts = facts.model_copy(update={"experts": 8 if spec.model.tiny.arch == "qwen-moe" else 0})
+    return facts
+
+
+def serving_fits_cluster(spec: PocSpec) -> Iterator[Finding]:
+    """tp × pp × dp × replicas uses exactly the cluster's GPUs (DP-attention lives inside TP)."""
+    if spec.serving is None:
+        return
+    par, replicas = spec.serving.parallelism, spec.serving.replicas
+    per_replica = par.tp * par.pp * (1 if par.dp_attention else par.dp)
+    total = spec.cluster.total_gpus
+    if per_replica * replicas != total:
+        formula = "tp×pp" if par.dp_attention else "tp×pp×dp"
+        yield (
+            ("serving", "parallelism"),
+            f"{formula}×replicas = {per_replica * replicas} but the cluster has {total} GPUs "
+            f"({spec.cluster.nodes} nodes × {spec.cluster.gpus_per_node}); change the sizes or serving.replicas",
+        )
+    if par.dp_attention and par.tp % par.dp:
+        yield (
+            ("serving", "parallelism", "dp"),
+            f"with dp_attention, dp ({par.dp}) must divide tp ({par.tp})",
+        )
+
+
+def expert_parallel_needs_moe(spec: PocSpec) -> Iterator[Finding]:
+    """ep > 1 only for MoE models, no larger than the GPUs of one replica, and dividing the experts."""
+    if spec.serving is None or spec.serving.parallelism.ep == 1:
+        return
+    par = spec.serving.parallelism
+    facts = facts_of(spec)
+    if facts.is_moe is None:
+        yield (
+            ("serving", "parallelism", "ep"),
+            "cannot tell whether the model is MoE; add model.facts.experts (or point model.id at a folder with config.json)",
+        )
+        return
+    if not facts.is_moe:
+        yield (
+            ("serving", "parallelism", "ep"),
+            f"ep = {par.ep} but {spec.model.id} is a dense model; expert parallelism needs MoE",
+        )
+        return
+    limit = par.tp if par.dp_attention else par.tp * par.dp
+    if par.ep > limit:
+        yield (("serving", "parallelism", "ep"), f"ep = {par.ep} is larger than tp×dp = {limit}")
+    elif spec.serving.framework == "vllm" and par.ep != limit:
+        yield (
+            ("serving", "parallelism", "ep"),
+            f"vLLM's expert parallelism spans all tp×dp = {limit} GPUs; set ep to {limit} (or 1 for none)",
+        )
+    if facts.experts and facts.experts % par.ep:
+        yield (
+            ("serving", "parallelism", "ep"),
+            f"{facts.experts} experts do not split evenly over ep = {par.ep}",
+        )
+
+
+def dp_attention_needs_moe(spec: PocSpec) -> Iterator[Finding]:
+    """DP-attention is SGLang's layout for MoE models (vLLM uses dp + ep for the same)."""
+    if spec.serving is None or not spec.serving.parallelism.dp_attention:
+        return
+    path = ("serving", "parallelism", "dp_attention")
+    if spec.serving.framework != "sglang":
+        yield (
+            path,
+            "dp_attention is an SGLang option; with vLLM use dp with ep for attention data parallelism",
+        )
+    if facts_of(spec).is_moe is not True:
+        yield (
+            path,
+            "dp_attention only helps MoE models (dense attention+MLP would be replicated); add model.facts.experts if this model is MoE",
+        )
+
+
+def training_fits_cluster(spec: PocSpec) -> Iterator[Finding]:
+    """The training world size divides the cluster's GPU count; fp16 is refused on CPU.
+
+    On a ``cpu`` cluster the processes share cores, not devices, so any world size fits.
+    """
+    if spec.training is None:
+        return
+    world = spec.training.world_size or spec.cluster.total_gpus
+    if spec.cluster.gpu != "cpu" and spec.cluster.total_gpus % world:
+        yield (
+            ("training", "world_size"),
+            f"world size {world} does not divide the cluster's {spec.cluster.total_gpus} GPUs",
+        )
+    if spec.cluster.gpu == "cpu" and spec.training.dtype == "float16":
+        yield (("training", "dtype"), "DeepSpeed refuses float16 on CPU; use bfloat16 or float32")
+
+
+def hosts_match_nodes(spec: PocSpec) -> Iterator[Finding]:
+    """Listed hosts are one per node, with unique names."""
+    hosts = spec.cluster.hosts
+    if hosts and len(hosts) != spec.cluster.nodes:
+        yield (("cluster", "hosts"), f"{len(hosts)} hosts listed for {spec.cluster.nodes} nodes")
+    names = [h.name for h in hosts]
+    for index, name in enumerate(names):
+        if name in names[:index]:
+            yield (("cluster", "hosts", index, "name"), f"host {name!r} is listed twice")
+
+
+def workload_names_unique(spec: PocSpec) -> Iterator[Finding]:
+    if spec.serving is None:
+        return
+    names = [w.name for w in spec.serving.workloads]
+    for index, name in enumerate(names):
+        if name in names[:index]:
+            yield (("serving", "workloads", index, "name"), f"workload {name!r} is defined twice")
+
+
+def criteria_are_produced(spec: PocSpec) -> Iterator[Finding]:
+    """Every acceptance criterion names a metric some stage of this spec will produce."""
+    for index, criterion in enumerate(spec.acceptance.criteria):
+        problem = _criterion_problem(spec, criterion.parts)
+        if problem:
+            yield (("acceptance", "criteria", index, "metric"), f"{criterion.metric}: {problem}")
+
+
+def _criterion_problem(spec: PocSpec, parts: list[str]) -> str | None:
+    section = parts[0]
+    if section == "serving":
+        if spec.serving is None:
+            return "the spec has no serving section"
+        workloads = [w.name for w in spec.serving.workloads]
+        if len(parts) < 3:
+            return "write serving.<workload>.<metric>[.<statistic>]"
+        if parts[1] not in workloads:
+            return f"no workload named {parts[1]!r} (workloads: {', '.join(workloads)})"
+        return _metric_problem("serving", parts[2:])
+    if section == "training":
+        if spec.training is None:
+            return "the spec has no training section"
+        return _metric_problem("training", parts[1:])
+    if section == "kernels":
+        ops = [k.op for k in spec.kernels.ops] if spec.kernels else []
+        if len(parts) < 3:
+            return "write kernels.<op>.<metric>"
+        if parts[1] not in ops:
+            return f"kernel {parts[1]!r} is not in kernels.ops ({', '.join(ops) or 'none'})"
+        return _metric_problem("kernels", parts[2:])
+    if section == "collectives":
+        if len(parts) < 3 or parts[1] not in COLLECTIVES:
+            return f"write collectives.<collective>.<metric> with a collective of {', '.join(COLLECTIVES)}"
+        return _metric_problem("collectives", parts[2:])
+    return "a metric path starts with serving, training, kernels or collectives"
+
+
+def _metric_problem(section: str, rest: list[str]) -> str | None:
+    if not rest:
+        return f"name a metric ({', '.join(metric_names(section))})"
+    found = metric(section, rest[0])
+    if found is None:
+        return f"unknown {section} metric {rest[0]!r} (allowed: {', '.join(metric_names(section))})"
+    if found.distribution and len(rest) != 2:
+        return f"{rest[0]} is a distribution: add a statistic ({', '.join(STATISTICS)})"
+    if found.distribution and rest[1] not in STATISTICS:
+        return f"unknown statistic {rest[1]!r} (allowed: {', '.join(STATISTICS)})"
+    if not found.distribution and len(rest) != 1:
+        return f"{rest[0]} is a single number per run; drop {'.'.join(rest[1:])!r}"
+    return None
+
+
+RULES: list[Rule] = [
+    serving_fits_cluster,
+    expert_parallel_needs_moe,
+    dp_attention_needs_moe,
+    training_fits_cluster,
+    hosts_match_nodes,
+    workload_names_unique,
+    criteria_are_produced,
+]
+
+
+def check_rules(spec: PocSpec) -> list[Finding]:
+    return [finding for rule in RULES for finding in rule(spec)]
