@@ -17,7 +17,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pocforge.bench.stats import t_interval
+from pocforge.stats import t_interval
 
 KEYS = ("median_ttft_ms", "median_tpot_ms", "request_throughput", "output_throughput")
 

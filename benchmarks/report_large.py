@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pocforge.results.store import Run, RunStore
 
-SWEEP = Path(__file__).resolve().parents[2] / "tests" / "data" / "importers" / "pocforge-sweep-a"
+SWEEP = Path(__file__).resolve().parents[1] / "tests" / "data" / "importers" / "pocforge-sweep-a"
 
 
 def build_large_run(store: RunStore, total: int, sweep: Path = SWEEP) -> Run:

@@ -26,7 +26,19 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def write_bytes(path: Path, data: bytes) -> None:
+def write_bytes(
+    path: Path,
+    data: bytes,
+    *,
+    mode: int | None = None,
+    times_ns: tuple[int, int] | None = None,
+) -> None:
+    """Replace ``path`` with ``data`` in one rename.
+
+    ``mode`` (permission bits) and ``times_ns`` ((atime, mtime) as ``os.utime`` takes them)
+    are set on the temporary file, so the file appears with them at the rename: a patched
+    script stays executable, and a restored source gets back the mtime its ``.pyc`` knew.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}{TMP_MARK}{os.getpid()}")
@@ -34,6 +46,10 @@ def write_bytes(path: Path, data: bytes) -> None:
         with open(tmp, "wb") as fh:
             fh.write(data)
             fh.flush()
+            if mode is not None:
+                os.fchmod(fh.fileno(), mode)
+            if times_ns is not None:
+                os.utime(fh.fileno(), ns=times_ns)  # after the last write, which would bump it
             os.fsync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:

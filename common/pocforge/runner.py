@@ -25,17 +25,17 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from pocforge.bench.datasets import DatasetConfig
-from pocforge.bench.sweep import SweepConfig, run_sweep
+from pocforge import atomic
+from pocforge.bench.from_spec import sweep_config
+from pocforge.bench.sweep import run_sweep
 from pocforge.frameworks import ADAPTERS, LaunchContext
 from pocforge.frameworks.base import model_path, prepare_model
 from pocforge.frameworks.process import ManagedProcess, free_port
 from pocforge.paths import workspace_root
-from pocforge.results.schema import KernelResults, KernelRow, TrainingResult, TrainingStep
+from pocforge.results.adapters import from_kernel_bench, from_training_summary
 from pocforge.results.secrets import Redactor
 from pocforge.results.store import Run, RunStore
 from pocforge.spec import PocSpec
-from pocforge.spec.schema import Lengths, Workload
 from pocforge.training.run import run_training
 
 STAGES = ("kernels", "serving", "training", "report")
@@ -44,67 +44,6 @@ Say = Callable[[str], None]
 
 class RunnerError(RuntimeError):
     """A POC this runner cannot run here (one clear line)."""
-
-
-def lengths(value: Lengths) -> str:
-    """A spec length distribution as the load generator's length spec."""
-    if value.distribution == "fixed":
-        return str(value.mean)
-    if value.distribution == "uniform":
-        return f"uniform:{value.min}:{value.max}"
-    return f"normal:{value.mean}:{value.std}:{value.min or 1}:{value.max or 10**9}"
-
-
-def sweep_config(spec: PocSpec, workload: Workload, base_url: str) -> SweepConfig:
-    """The load generator's configuration for one workload of the spec."""
-    data, load = workload.dataset, workload.load
-    folder = spec.source_dir or Path.cwd()
-    if data.kind == "random":
-        dataset = DatasetConfig(
-            kind="random", isl=lengths(data.isl), osl=lengths(data.osl), seed=workload.seed
-        )
-    elif data.kind == "sharegpt":
-        osl = lengths(data.osl) if data.osl else None
-        dataset = DatasetConfig(
-            kind="sharegpt", path=str(folder / data.path), osl=osl, seed=workload.seed
-        )
-    elif data.kind == "shared_prefix":
-        dataset = DatasetConfig(
-            kind="shared-prefix",
-            isl=lengths(data.suffix_len),
-            osl=lengths(data.osl),
-            groups=data.groups,
-            prefix_len=data.prefix_len,
-            seed=workload.seed,
-        )
-    else:
-        dataset = DatasetConfig(kind="trace", path=str(folder / data.path), seed=workload.seed)
-    if data.kind == "trace":
-        mode, values = "trace", [1.0 / data.time_scale]
-    elif load.concurrency is not None:
-        mode, values = "concurrency", [float(c) for c in load.concurrency]
-    else:
-        mode, values = "rate", list(load.request_rate)
-    tokenizer = model_path(spec)
-    return SweepConfig(
-        base_url=base_url,
-        model=spec.model.served_name or spec.model.id,
-        api=workload.api,
-        tokenizer=tokenizer if (Path(tokenizer) / "tokenizer.json").is_file() else None,
-        dataset=dataset,
-        mode=mode,
-        values=values,
-        num_prompts=workload.num_prompts,
-        duration_s=workload.duration_s,
-        repeats=workload.repeats,
-        warmup=workload.warmup,
-        burstiness=load.burstiness if load.arrival == "gamma" else 1.0,
-        max_concurrency=load.max_concurrency,
-        slos=[f"{s.metric}:p{s.percentile:g}:{s.max_ms:g}" for s in workload.slos],
-        ignore_eos=workload.ignore_eos,
-        gpus=spec.cluster.total_gpus,
-        seed=workload.seed,
-    )
 
 
 def run_serving(spec: PocSpec, stage_dir: Path, say: Say) -> None:
@@ -122,7 +61,8 @@ def run_serving(spec: PocSpec, stage_dir: Path, say: Say) -> None:
         say(f"serving: healthy after {waited:.0f} s at {base_url}")
         for workload in serving.workloads:
             say(f"serving: workload {workload.name}")
-            summary = run_sweep(sweep_config(spec, workload, base_url), stage_dir / workload.name)
+            cfg = sweep_config(spec, workload, base_url, model_path(spec))
+            summary = run_sweep(cfg, stage_dir / workload.name)
             server.check_alive()
             if summary.status == "interrupted":
                 raise KeyboardInterrupt
@@ -133,25 +73,7 @@ def run_serving(spec: PocSpec, stage_dir: Path, say: Say) -> None:
 def run_training_stage(spec: PocSpec, stage_dir: Path, say: Say) -> None:
     say(f"training: DeepSpeed ZeRO-{spec.training.zero_stage}, {spec.training.steps} steps")
     summary = run_training(spec, stage_dir, LaunchContext.local(workspace_root(), port=free_port()))
-    result = TrainingResult(
-        framework=summary.framework,
-        world_size=summary.world_size,
-        gpu=summary.device,
-        dtype=summary.dtype,
-        warmup_steps=summary.warmup_steps,
-        steps=[
-            TrainingStep(
-                step=s.step, loss=s.loss, step_time_s=s.seconds, tokens=summary.tokens_per_step
-            )
-            for s in summary.loss_curve
-        ],
-        tokens_per_s_per_gpu=summary.tokens_per_s_per_gpu,
-        tflops_per_gpu=summary.tflops_per_gpu,
-        mfu=summary.mfu,
-        peak_memory_gb=summary.peak_memory_gb,
-        final_loss=summary.final_loss,
-    )
-    (stage_dir / "result.json").write_text(result.model_dump_json(indent=2))
+    atomic.write_text(stage_dir / "result.json", from_training_summary(summary).model_dump_json(indent=2))
     say(
         f"training: {summary.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, final loss {summary.final_loss:.3f}"
     )
@@ -175,51 +97,19 @@ def run_kernels(spec: PocSpec, stage_dir: Path, say: Say) -> None:
     for op in ops:
         argv += ["--op", op]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
-    (stage_dir / "bench.log").write_text(done.stdout + done.stderr)
+    atomic.write_text(stage_dir / "bench.log", done.stdout + done.stderr)
     if not raw.is_file():
         raise RunnerError(
             f"the kernel benchmark wrote no results (exit {done.returncode}); see {stage_dir / 'bench.log'}"
         )
-    bench = json.loads(raw.read_text())
-    meta = bench["metadata"]
-    rows = [
-        KernelRow(
-            op=row["op"],
-            shape=_shape(row.get("shape")),
-            dtype=meta["dtype"],
-            time_us=row["median_ms"] * 1000 if "median_ms" in row else None,
-            reference_time_us=row["median_ms"] * row["vs_torch"] * 1000
-            if "vs_torch" in row
-            else None,
-            bound=row.get("bound"),
-            pct_roofline=row.get("roofline_pct"),
-            speedup_vs_reference=row.get("vs_torch"),
-            speedup_vs_peers={
-                name: peer["speedup"]
-                for name, peer in row.get("peers", {}).items()
-                if "speedup" in peer
-            },
-            max_rel_error=row.get("rel_error"),
-            ok=bool(row.get("correct")),
-        )
-        for row in bench["rows"]
-    ]
-    result = KernelResults(
-        gpu=meta.get("catalog_entry"), arch=meta.get("arch"), timed=bench["timed"], rows=rows
-    )
-    (stage_dir / "results.json").write_text(result.model_dump_json(indent=2))
+    result = from_kernel_bench(json.loads(raw.read_text()))
+    atomic.write_text(stage_dir / "results.json", result.model_dump_json(indent=2))
+    rows = result.rows
     bad = [f"{r.op} {r.shape}" for r in rows if not r.ok]
     say(
         f"kernels: {len(rows) - len(bad)}/{len(rows)} correct"
         + (f"; wrong: {', '.join(bad)}" if bad else "")
     )
-
-
-def _shape(text: str | dict | None) -> dict[str, int]:
-    """The bench's ``"T=3 H=128"`` as ``{"T": 3, "H": 128}``."""
-    if isinstance(text, dict) or not text:
-        return dict(text or {})
-    return {key: int(value) for key, _, value in (part.partition("=") for part in text.split())}
 
 
 def run_poc(

@@ -16,6 +16,9 @@ from pocforge.cli.bench import bench
 from pocforge.cli.model import model
 from pocforge.frameworks.process import free_port
 
+# Starts a subprocess (git for provenance, patch, the CLI) or opens a local socket.
+pytestmark = pytest.mark.process
+
 
 @pytest.mark.parametrize("transport", ["raw", "aiohttp"])
 def test_serve_writes_summary_records_and_table(instrument, tiny_dir, tmp_path, transport):

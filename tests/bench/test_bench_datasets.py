@@ -5,9 +5,16 @@ import json
 import numpy as np
 import pytest
 
-from pocforge.bench.datasets import DatasetConfig, DatasetError, build_requests, parse_length
+from pocforge.bench.datasets import (
+    DatasetConfig,
+    DatasetError,
+    build_requests,
+    format_length,
+    parse_length,
+)
 from pocforge.bench.load import arrival_offsets
 from pocforge.bench.tokenizer import Tokenizer
+from pocforge.spec.schema import Lengths
 from pocforge.tiny_model.make import make_tiny
 
 
@@ -35,7 +42,7 @@ def test_same_seed_same_workload_other_seed_other(tok):
 
 def test_shared_prefix_groups(tok):
     reqs = build_requests(
-        DatasetConfig(kind="shared-prefix", groups=3, prefix_len=40, isl="10"), 12, tok
+        DatasetConfig(kind="shared_prefix", groups=3, prefix_len=40, isl="10"), 12, tok
     )
     assert len({r.prompt[:30] for r in reqs}) == 3  # three distinct prefixes, each reused
     assert all(r.prompt_tokens == len(tok.encode(r.prompt)) for r in reqs)
@@ -80,7 +87,21 @@ def test_trace_replay_offsets_lengths_and_shared_blocks(tok, tmp_path):
 
 
 def test_length_specs_and_missing_tokenizer():
-    assert parse_length("12", "--isl") == ("fixed", (12,))
+    """The command line's length texts read as the spec's Lengths and print back the same."""
+    assert parse_length("12", "--isl") == Lengths(mean=12)
+    assert parse_length("uniform:3:9", "--isl") == Lengths(
+        distribution="uniform", mean=6, min=3, max=9
+    )
+    normal = parse_length("normal:100:10:50:150", "--isl")
+    assert (normal.distribution, normal.mean, normal.std, normal.min, normal.max) == (
+        "normal",
+        100,
+        10.0,
+        50,
+        150,
+    )
+    for text in ("12", "uniform:3:9", "normal:100:10:50:150", "normal:100:10"):
+        assert format_length(parse_length(text, "--isl")) == text
     for bad in ("0", "uniform:9:3", "gauss:1:2", "x"):
         with pytest.raises(DatasetError):
             parse_length(bad, "--isl")

@@ -10,6 +10,9 @@ from pocforge.bench.datasets import DatasetConfig
 from pocforge.bench.records import read_records
 from pocforge.bench.sweep import SweepConfig, run_sweep
 
+# Starts a subprocess (git for provenance, patch, the CLI) or opens a local socket.
+pytestmark = pytest.mark.process
+
 TTFT_MS, ITL_MS = 50.0, 10.0  # as scripted by the instrument fixture in conftest.py
 
 

@@ -20,6 +20,9 @@ from pocforge.bench.records import read_records
 from pocforge.bench.request_metrics import build_record
 from pocforge.bench.sweep import SweepConfig, run_sweep
 
+# Starts a subprocess (git for provenance, patch, the CLI) or opens a local socket.
+pytestmark = pytest.mark.process
+
 
 def ev(text=None, usage=None, crlf=False):
     if text is None:

@@ -8,7 +8,8 @@ import pytest
 from pocforge.bench.client import RawResult, parse_stream
 from pocforge.bench.records import RequestRecord
 from pocforge.bench.request_metrics import build_record
-from pocforge.bench.stats import describe, peak_concurrency, run_metrics, samples, t_interval
+from pocforge.bench.run_metrics import peak_concurrency, run_metrics, samples
+from pocforge.stats import describe, t_interval
 
 
 def ev(text=None, usage=None, chat=False):

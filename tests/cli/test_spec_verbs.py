@@ -13,6 +13,9 @@ import yaml
 
 from ..conftest import REPO
 
+# Starts a subprocess (git for provenance, patch, the CLI) or opens a local socket.
+pytestmark = pytest.mark.process
+
 POCFORGE = str(Path(sys.executable).parent / "pocforge")
 
 

@@ -1,6 +1,6 @@
-"""The kit's SGLang plugin inside a real SGLang CPU server (its own environment, without
-pocforge installed) started by the kit's adapter: SGLang discovers the plugin on
-PYTHONPATH, its class hooks make RMSNorm, SiluAndMul and RotaryEmbedding the kit's in the
+"""The kit's SGLang plugin inside a real SGLang CPU server (its own environment, with
+pocforge-kernels installed and the kit not) started by the kit's adapter: SGLang finds the
+plugin's entry point; its class hooks make RMSNorm, SiluAndMul and RotaryEmbedding the kit's in the
 scheduler process, their Triton kernels (interpreted) run there, and greedy outputs
 equal those of a plain SGLang server on the same tiny Llama.  Two server starts."""
 
@@ -79,7 +79,7 @@ def test_server_builds_the_kits_layers_and_runs_its_kernels(with_plugin):
 
 
 def test_plain_server_is_untouched(plain):
-    """Without the plugin's PYTHONPATH entry nothing of the kit loads."""
+    """Without POCFORGE_SGLANG_KERNELS the installed plugin loads nothing of the kit."""
     assert plain.proof() == {}
 
 

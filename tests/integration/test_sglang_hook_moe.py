@@ -95,7 +95,7 @@ def test_server_runs_the_kits_fused_experts(with_plugin):
 
 
 def test_plain_server_is_untouched(plain):
-    """Without the plugin's PYTHONPATH entry nothing of the kit loads."""
+    """Without POCFORGE_SGLANG_KERNELS the installed plugin loads nothing of the kit."""
     assert plain.proof() == {}
     assert "POCFORGE_SGLANG_KERNELS" not in plain.log.splitlines()[0]
 
@@ -109,7 +109,7 @@ def test_greedy_outputs_match_plain_sglang(with_plugin, plain):
         assert kit["logprobs"] == pytest.approx(ref["logprobs"], abs=LOGPROB_ABS)
 
 
-# Runs in SGLang's environment with the plugin on PYTHONPATH, as in a server process: the
+# Runs in SGLang's environment with pocforge-kernels installed, as in a server process: the
 # plugin's hooks are applied, then SGLang's (hooked) UnquantizedFusedMoEMethod creates and
 # processes the weights of a MoE layer for each configuration and runs it on routed
 # tokens; SGLang's moe_forward_native on the same layer is the reference.  The layer is a
@@ -117,8 +117,9 @@ def test_greedy_outputs_match_plain_sglang(with_plugin, plain):
 DECLINES = r"""
 import json
 import torch
-import pocforge_sglang_plugin
-pocforge_sglang_plugin.register()  # what SGLang's plugin loader calls in each process
+from importlib.metadata import entry_points
+(plugin,) = [e for e in entry_points(group="sglang.srt.plugins") if e.name == "pocforge_kernels"]
+plugin.load()()  # what SGLang's plugin loader calls in each process
 from sglang.srt.plugins.hook_registry import HookRegistry
 HookRegistry.apply_hooks()
 from sglang.srt.layers.moe import MoeRunnerConfig
@@ -207,7 +208,7 @@ def declines(tmp_path_factory):
         pytest.skip("no .venv-sglang (run make setup)")
     script = tmp_path_factory.mktemp("sglang-moe-declines") / "declines.py"
     script.write_text(DECLINES)
-    env = launch_env(KERNELS, cpu=True, pythonpath=str(SHIMS))
+    env = {**launch_env(KERNELS, cpu=True), "PYTHONPATH": str(SHIMS)}
     run = subprocess.run(
         [str(SGLANG_PYTHON), str(script)],
         env={**os.environ, "SGLANG_USE_CPU_ENGINE": "1", **env},

@@ -6,11 +6,15 @@ import re
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from pocforge.report import render
 from pocforge.results.store import Run, RunStore
 from tests.report.conftest import DATA, build_demo_run
+
+# Starts a subprocess (git for provenance, patch, the CLI) or opens a local socket.
+pytestmark = pytest.mark.process
 
 EXTERNAL = re.compile(
     r"<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)\s*=\s*[\"']?(?:https?:)?//", re.I

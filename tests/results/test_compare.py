@@ -8,15 +8,18 @@ import pytest
 from pocforge.results.run_reader import RunData
 from pocforge.results.compare import (
     Cost,
-    bootstrap_diff,
     classify,
     compare_competitor,
     compare_runs,
     interpolate,
     pareto_front,
-    welch_interval,
 )
 from pocforge.results.schema import ServingPoint, ServingResult
+from pocforge.stats import bootstrap_difference as bootstrap_diff
+from pocforge.stats import welch_interval
+
+# Starts a subprocess (git for provenance, patch, the CLI) or opens a local socket.
+pytestmark = pytest.mark.process
 
 
 def test_welch_golden() -> None:

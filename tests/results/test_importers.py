@@ -12,6 +12,9 @@ from pocforge.results.importers import ResultImportError, import_files, parse
 from pocforge.results.serving import load_workload
 from pocforge.results.verify import verify
 
+# Starts a subprocess (git for provenance, patch, the CLI) or opens a local socket.
+pytestmark = pytest.mark.process
+
 D = Path(__file__).resolve().parents[1] / "data" / "importers"
 SERVING = {
     # format: (files, point ids, last point: ttft p99 (median for MAD), tpot median, output tok/s, requests)

@@ -10,6 +10,9 @@ import pytest
 from pocforge.results.schema import RunManifest, SchemaError, json_schemas, parse_document
 from pocforge.results.store import Run
 
+# Starts a subprocess (git for provenance, patch, the CLI) or opens a local socket.
+pytestmark = pytest.mark.process
+
 
 def test_exported_schemas_are_current(repo: Path) -> None:
     """results/schema/ holds the JSON Schema of every kind (`pocforge results schema`)."""

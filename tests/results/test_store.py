@@ -11,6 +11,9 @@ from pocforge.results.store import Run, RunError, RunStore
 from pocforge.results.verify import verify
 from pocforge.spec import load_poc, load_spec
 
+# Starts a subprocess (git for provenance, patch, the CLI) or opens a local socket.
+pytestmark = pytest.mark.process
+
 
 def test_create_writes_manifest_and_provenance(store: RunStore) -> None:
     """A new run has run.json (spec, hash, kit sha) and provenance.json, both checksummed."""

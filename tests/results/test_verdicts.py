@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from pocforge.results.verdicts import decide, judge_run, margin, overall
+from pocforge.results.verdicts import judge_run, overall
 from pocforge.spec.schema import AcceptanceSpec
+from pocforge.stats import decide, margin
+
+# Starts a subprocess (git for provenance, patch, the CLI) or opens a local socket.
+pytestmark = pytest.mark.process
 
 
 @pytest.mark.parametrize(

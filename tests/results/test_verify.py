@@ -15,6 +15,9 @@ from click.testing import CliRunner
 from pocforge.results.store import Run
 from pocforge.results.verify import verify
 
+# Starts a subprocess (git for provenance, patch, the CLI) or opens a local socket.
+pytestmark = pytest.mark.process
+
 
 def test_clean_run_verifies(demo_run: Run) -> None:
     report = verify(demo_run.path)

@@ -6,7 +6,7 @@
 - ``sharegpt``: ShareGPT-format JSON (``[{"conversations": [{"from": "human", "value":
   ...}, {"from": "gpt", ...}]}]``); the first human turn is the prompt, the reply's token
   count the output length (unless ``osl`` fixes it). Filtered as vLLM does.
-- ``shared-prefix``: ``groups`` distinct prefixes of ``prefix_len`` tokens, each request
+- ``shared_prefix``: ``groups`` distinct prefixes of ``prefix_len`` tokens, each request
   one prefix plus a random suffix of ``isl`` tokens (prefix caching workloads).
 - ``trace``: Mooncake-style JSONL (``timestamp`` ms, ``input_length``, ``output_length``,
   optional ``hash_ids``: equal ids give equal 512-token blocks, hence shared prefixes);
@@ -21,31 +21,45 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from pocforge.bench.tokenizer import Tokenizer
+from pocforge.spec.schema import Lengths
 
-DatasetKind = Literal["random", "sharegpt", "shared-prefix", "trace"]
+DatasetKind = Literal["random", "sharegpt", "shared_prefix", "trace"]
 
 
 class DatasetError(ValueError):
     """A dataset argument or file that cannot be used."""
 
 
+def _length(value: object) -> object:
+    """The command line's text form (``512``, ``uniform:LO:HI``, ...) as :class:`Lengths`."""
+    if isinstance(value, str | int) and not isinstance(value, bool):
+        return parse_length(value, "length")
+    return value
+
+
+# The spec's own length type: a sweep built from a spec carries it as it is.
+LengthSpec = Annotated[Lengths, BeforeValidator(_length)]
+
+
 class DatasetConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: DatasetKind = "random"
-    isl: str = Field(
-        "512", description="Input length spec (tokens); suffix length for shared-prefix."
+    isl: LengthSpec = Field(
+        Lengths(mean=512), description="Input lengths (tokens); suffix length for shared_prefix."
     )
-    osl: str | None = Field("128", description="Output length spec; None: from the dataset.")
+    osl: LengthSpec | None = Field(
+        Lengths(mean=128), description="Output lengths; None: from the dataset."
+    )
     path: str | None = Field(None, description="ShareGPT JSON or trace JSONL file.")
-    groups: int = Field(4, ge=1, description="shared-prefix: number of distinct prefixes.")
-    prefix_len: int = Field(256, ge=1, description="shared-prefix: prefix length in tokens.")
+    groups: int = Field(4, ge=1, description="shared_prefix: number of distinct prefixes.")
+    prefix_len: int = Field(256, ge=1, description="shared_prefix: prefix length in tokens.")
     block_size: int = Field(512, ge=1, description="trace: tokens per hash_id block.")
     seed: int = 0
 
@@ -60,9 +74,9 @@ class RequestSpec:
     at_s: float | None = None  # trace replay: send offset in seconds
 
 
-def parse_length(spec: str, what: str) -> tuple[str, tuple[float, ...]]:
-    """Validate a length spec: ``N``, ``uniform:LO:HI`` or ``normal:MEAN:STD[:MIN:MAX]``
-    (a normal draw clipped to [MIN, MAX], default [1, inf)); returns (kind, params)."""
+def parse_length(spec: str | int, what: str) -> Lengths:
+    """The command line's length text: ``N``, ``uniform:LO:HI`` or ``normal:MEAN:STD[:MIN:MAX]``
+    (a normal draw clipped to [MIN, MAX], default [1, inf)) as the spec's :class:`Lengths`."""
     parts = str(spec).split(":")
     usage = f"{what} {spec!r}: use N, uniform:LO:HI or normal:MEAN:STD[:MIN:MAX] (tokens, N >= 1)"
     try:
@@ -70,27 +84,51 @@ def parse_length(spec: str, what: str) -> tuple[str, tuple[float, ...]]:
             n = int(parts[0])
             if n < 1:
                 raise ValueError
-            return "fixed", (n,)
+            return Lengths(mean=n)
         kind, numbers = parts[0], tuple(float(x) for x in parts[1:])
     except ValueError:
         raise DatasetError(usage) from None
     if kind == "uniform" and len(numbers) == 2 and 1 <= numbers[0] <= numbers[1]:
-        return kind, numbers
+        low, high = int(numbers[0]), int(numbers[1])
+        return Lengths(distribution="uniform", mean=(low + high) // 2, min=low, max=high)
     if kind == "normal" and len(numbers) in (2, 4) and numbers[0] >= 1 and numbers[1] >= 0:
         low, high = numbers[2:] if len(numbers) == 4 else (1.0, math.inf)
         if 1 <= low <= high:
-            return kind, (numbers[0], numbers[1], low, high)
+            mean = round(numbers[0])
+            if numbers[1] == 0:
+                return Lengths(mean=int(min(max(mean, low), high)))
+            clipped = len(numbers) == 4
+            return Lengths(
+                distribution="normal",
+                mean=mean,
+                std=numbers[1],
+                min=int(low) if clipped else None,
+                max=int(high) if clipped and not math.isinf(high) else None,
+            )
     raise DatasetError(usage)
 
 
-def draw_lengths(spec: str, n: int, rng: np.random.Generator, what: str) -> list[int]:
-    kind, p = parse_length(spec, what)
-    if kind == "fixed":
-        return [int(p[0])] * n
-    if kind == "uniform":
-        return [int(x) for x in rng.integers(int(p[0]), int(p[1]) + 1, n)]
-    mean, std, low, high = p
-    return [int(min(max(round(x), low), high)) for x in rng.normal(mean, std, n)]
+def format_length(lengths: Lengths) -> str:
+    """The command-line text of ``lengths`` (what :func:`parse_length` reads back)."""
+    if lengths.distribution == "fixed":
+        return str(lengths.mean)
+    if lengths.distribution == "uniform":
+        return f"uniform:{lengths.min}:{lengths.max}"
+    text = f"normal:{lengths.mean}:{lengths.std:g}"
+    if lengths.min is not None or lengths.max is not None:
+        text += f":{lengths.min or 1}:{lengths.max or 10**9}"
+    return text
+
+
+def draw_lengths(lengths: Lengths, n: int, rng: np.random.Generator) -> list[int]:
+    """``n`` token counts drawn from ``lengths`` (a normal draw is rounded and clipped)."""
+    if lengths.distribution == "fixed":
+        return [lengths.mean] * n
+    if lengths.distribution == "uniform":
+        return [int(x) for x in rng.integers(lengths.min, lengths.max + 1, n)]
+    low = lengths.min or 1
+    high = lengths.max if lengths.max is not None else math.inf
+    return [int(min(max(round(x), low), high)) for x in rng.normal(lengths.mean, lengths.std, n)]
 
 
 def exact_prompt(tok: Tokenizer, ids: np.ndarray, target: int, pool: np.ndarray,
@@ -137,17 +175,17 @@ def build_requests(cfg: DatasetConfig, n: int, tok: Tokenizer | None) -> list[Re
     rng = np.random.default_rng(cfg.seed)
     if cfg.kind == "random":
         tok = _need_tokenizer(tok, cfg.kind)
-        isl = draw_lengths(cfg.isl, n, rng, "--isl")
-        osl = draw_lengths(cfg.osl or "128", n, rng, "--osl")
+        isl = draw_lengths(cfg.isl, n, rng)
+        osl = draw_lengths(cfg.osl or Lengths(mean=128), n, rng)
         return [
             RequestSpec(t, c, o)
             for (t, c), o in zip(_random_prompts(tok, isl, rng), osl, strict=True)
         ]
-    if cfg.kind == "shared-prefix":
+    if cfg.kind == "shared_prefix":
         tok = _need_tokenizer(tok, cfg.kind)
         prefixes = _random_prompts(tok, [cfg.prefix_len] * cfg.groups, rng)
-        suffixes = _random_prompts(tok, draw_lengths(cfg.isl, n, rng, "--isl"), rng)
-        osl = draw_lengths(cfg.osl or "128", n, rng, "--osl")
+        suffixes = _random_prompts(tok, draw_lengths(cfg.isl, n, rng), rng)
+        osl = draw_lengths(cfg.osl or Lengths(mean=128), n, rng)
         order = rng.permutation(n)
         out = []
         for i in order:
@@ -194,7 +232,7 @@ def _sharegpt(
             pairs.append((text, reply))
     if not pairs:
         raise DatasetError(f"{p}: no conversation with a prompt and a reply")
-    fixed_osl = draw_lengths(cfg.osl, 1, rng, "--osl")[0] if cfg.osl else None
+    fixed_osl = draw_lengths(cfg.osl, 1, rng)[0] if cfg.osl else None
     out: list[RequestSpec] = []
     for i in rng.permutation(len(pairs)):
         text, reply = pairs[i]

@@ -42,14 +42,12 @@ from pocforge.bench.datasets import DatasetConfig, build_requests
 from pocforge.bench.load import LoadSpec, run_load
 from pocforge.bench.promscrape import Scraper
 from pocforge.bench.records import RecordWriter, RequestRecord
-from pocforge.bench.stats import (
+from pocforge.bench.run_metrics import (
     DISTRIBUTION_METRICS,
     SCALAR_METRICS,
-    describe,
     peak_concurrency,
     run_metrics,
     samples,
-    t_interval,
 )
 from pocforge.bench.summary import (
     Aggregate,
@@ -62,8 +60,9 @@ from pocforge.bench.summary import (
     write_summary,
 )
 from pocforge.bench.tokenizer import Tokenizer
-from pocforge.bench.verdicts import judge, parse_slo
+from pocforge.bench.verdicts import SLOSpec, judge
 from pocforge.metrics import STATISTICS, metric
+from pocforge.stats import describe, t_interval
 
 GOODPUT_METRICS = ("ttft_ms", "tpot_ms", "e2el_ms")
 
@@ -90,7 +89,9 @@ class SweepConfig(BaseModel):
     warmup: int = Field(0, ge=0)
     burstiness: float = Field(1.0, gt=0)
     max_concurrency: int | None = Field(None, ge=1)
-    slos: list[str] = Field(default_factory=list, description="metric:statistic:threshold")
+    slos: list[SLOSpec] = Field(
+        default_factory=list, description="Each judged per point (text form metric:statistic:threshold)."
+    )
     ignore_eos: bool = True
     gpus: int = Field(1, ge=1)
     timeout_s: float = Field(600.0, gt=0)
@@ -107,13 +108,6 @@ class SweepConfig(BaseModel):
     max_loop_lag_p99_ms: float = 10.0
     max_send_delay_p99_ms: float = 10.0
     max_cpu_utilisation: float = 0.9
-
-    @field_validator("slos")
-    @classmethod
-    def _check_slos(cls, v: list[str]) -> list[str]:
-        for s in v:
-            parse_slo(s)
-        return v
 
     @field_validator("values")
     @classmethod
@@ -271,8 +265,7 @@ def _aggregate(repeats: list[RepeatResult]) -> dict[str, dict[str, Aggregate]]:
 def _verdicts(cfg: SweepConfig, per_repeat: list[list[RequestRecord]], repeats: list[RepeatResult]):
     ok_idx = [i for i, r in enumerate(repeats) if r.status == "ok"]
     out = []
-    for k, text in enumerate(cfg.slos):
-        slo = parse_slo(text)
+    for k, slo in enumerate(cfg.slos):
         if slo.metric in DISTRIBUTION_METRICS:
             groups = [samples(per_repeat[i], slo.metric) for i in ok_idx]
             out.append(judge(slo, per_repeat_samples=groups, resamples=cfg.bootstrap_resamples,
@@ -285,8 +278,7 @@ def _verdicts(cfg: SweepConfig, per_repeat: list[list[RequestRecord]], repeats: 
 
 def _goodput_thresholds(cfg: SweepConfig) -> dict[str, float]:
     out = {}
-    for text in cfg.slos:
-        s = parse_slo(text)
+    for s in cfg.slos:
         if s.metric in GOODPUT_METRICS:
             out[s.metric] = min(out.get(s.metric, math.inf), s.threshold)
     return out

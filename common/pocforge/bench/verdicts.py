@@ -21,15 +21,25 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict
 
-from pocforge.bench.stats import DISTRIBUTION_METRICS, SCALAR_METRICS, statistic, t_interval
+from pocforge.bench.run_metrics import DISTRIBUTION_METRICS, SCALAR_METRICS
 from pocforge.metrics import STATISTICS, metric
+from pocforge.stats import (
+    Decision,
+    bootstrap_interval,
+    decide,
+    op_for,
+    samples_needed,
+    statistic,
+    t_interval,
+)
+from pocforge.stats import margin as headroom
 
-VerdictName = Literal["pass", "fail", "inconclusive"]
+VerdictName = Decision
 _SLO_RE = re.compile(r"^([a-z_]+):([a-z0-9.]+):([-+0-9.eE]+)$")
 
 
@@ -66,6 +76,14 @@ def parse_slo(text: str) -> SLO:
     return SLO(metric=name, statistic=stat, threshold=thr)
 
 
+def _slo(value: object) -> object:
+    return parse_slo(value) if isinstance(value, str) else value
+
+
+# An SLO given as an object or in its text form (the command line's ``--slo``).
+SLOSpec = Annotated[SLO, BeforeValidator(_slo)]
+
+
 class Verdict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -84,46 +102,6 @@ class Verdict(BaseModel):
     margin_pct: float | None
     n: int
     note: str | None = None
-
-
-def _quantile_needs(stat: str) -> int:
-    if stat.startswith("p") and stat != "p50":
-        q = float(stat[1:]) / 100.0
-        return int(np.ceil(round(1.0 / (1.0 - q), 6)))
-    return 2
-
-
-def bootstrap_ci(
-    groups: Sequence[np.ndarray], stat: str, resamples: int, rng: np.random.Generator
-) -> tuple[float, float]:
-    """95% percentile-bootstrap interval of ``stat`` over pooled ``groups``.
-
-    One group: resample its elements. Several groups (repeats): resample the groups, then
-    the elements of each drawn group.
-    """
-    groups = [g for g in groups if g.size]
-    est = np.empty(resamples)
-    for b in range(resamples):
-        if len(groups) == 1:
-            g = groups[0]
-            draw = g[rng.integers(0, g.size, g.size)]
-        else:
-            picks = rng.integers(0, len(groups), len(groups))
-            draw = np.concatenate(
-                [groups[i][rng.integers(0, groups[i].size, groups[i].size)] for i in picks]
-            )
-        est[b] = statistic(draw, stat)
-    lo, hi = np.percentile(est, [2.5, 97.5])
-    return float(lo), float(hi)
-
-
-def _decide(better: str, thr: float, lo: float, hi: float) -> VerdictName:
-    good_hi, good_lo = (hi <= thr, lo > thr) if better == "lower" else (lo >= thr, hi < thr)
-    if good_hi:
-        return "pass"
-    if good_lo:
-        return "fail"
-    return "inconclusive"
 
 
 def judge(
@@ -145,9 +123,10 @@ def judge(
     base = {"slo": str(slo), "metric": slo.metric, "statistic": slo.statistic,
             "threshold": slo.threshold, "better": better}  # fmt: skip
 
-    def margin(est: float) -> tuple[float, float | None]:
-        m = slo.threshold - est if better == "lower" else est - slo.threshold
-        return m, (100.0 * m / abs(slo.threshold) if slo.threshold else None)
+    op = op_for(better)
+
+    def margin(est: float) -> tuple[float | None, float | None]:
+        return headroom(op, slo.threshold, est)
 
     if slo.metric in DISTRIBUTION_METRICS:
         groups = [np.asarray(s, dtype=float) for s in (per_repeat_samples or []) if len(s)]
@@ -158,15 +137,15 @@ def judge(
                            note="no successful requests")  # fmt: skip
         est = statistic(np.concatenate(groups), slo.statistic)
         mg, mp = margin(est)
-        need = _quantile_needs(slo.statistic)
+        need = samples_needed(slo.statistic)
         if n < need:
             return Verdict(**base, verdict="inconclusive", estimate=est, ci_low=None, ci_high=None,
                            method="none", margin=mg, margin_pct=mp, n=n,
                            note=f"{n} samples; {slo.statistic} needs at least {need}")  # fmt: skip
         rng = np.random.default_rng(seed)
-        lo, hi = bootstrap_ci(groups, slo.statistic, resamples, rng)
+        lo, hi = bootstrap_interval(groups, slo.statistic, resamples, rng)
         method = "bootstrap" if len(groups) == 1 else "hierarchical-bootstrap"
-        return Verdict(**base, verdict=_decide(better, slo.threshold, lo, hi), estimate=est,
+        return Verdict(**base, verdict=decide(op, slo.threshold, lo, hi), estimate=est,
                        ci_low=lo, ci_high=hi, method=method, margin=mg, margin_pct=mp, n=n)  # fmt: skip
 
     vals = [float(v) for v in (per_repeat_values or []) if v is not None and np.isfinite(v)]
@@ -178,12 +157,12 @@ def judge(
     if ci is None:
         est = vals[0]
         mg, mp = margin(est)
-        verdict = _decide(better, slo.threshold, est, est)
+        verdict = decide(op, slo.threshold, est, est)
         return Verdict(**base, verdict=verdict, estimate=est, ci_low=None, ci_high=None,
                        method="point", margin=mg, margin_pct=mp, n=1,
                        note="one repeat: no interval; use --repeats >= 2 for one")  # fmt: skip
     est, lo, hi = ci
     mg, mp = margin(est)
-    return Verdict(**base, verdict=_decide(better, slo.threshold, lo, hi), estimate=est,
+    return Verdict(**base, verdict=decide(op, slo.threshold, lo, hi), estimate=est,
                    ci_low=lo, ci_high=hi, method="t-interval", margin=mg, margin_pct=mp,
                    n=len(vals))  # fmt: skip

@@ -92,10 +92,10 @@ def bench() -> None:
     "--osl", default=None, help="Output tokens (same forms); default 128 (sharegpt: from the data)."
 )
 @click.option(
-    "--prefix-len", type=int, default=256, show_default=True, help="shared-prefix: prefix tokens."
+    "--prefix-len", type=int, default=256, show_default=True, help="shared_prefix: prefix tokens."
 )
 @click.option(
-    "--groups", type=int, default=4, show_default=True, help="shared-prefix: distinct prefixes."
+    "--groups", type=int, default=4, show_default=True, help="shared_prefix: distinct prefixes."
 )
 @click.option("--concurrency", type=_NumberList(True), help="Closed-loop points, e.g. 1,4,16.")
 @click.option(

@@ -27,7 +27,9 @@ WORKDIR = "/opt/pocforge/run"
 
 
 def bench_serve_argv(cfg: Any, pocforge: str, out: str) -> list[str]:
-    """``pocforge bench serve`` with the options of a ``SweepConfig`` (runner.sweep_config)."""
+    """``pocforge bench serve`` with the options of a ``SweepConfig`` (bench.from_spec)."""
+    from pocforge.bench.datasets import format_length
+
     data = cfg.dataset
     argv = [pocforge, "bench", "serve", "--base-url", cfg.base_url, "--model", cfg.model]
     argv += ["--api", cfg.api, "--dataset", data.kind, "--seed", str(cfg.seed)]
@@ -36,10 +38,10 @@ def bench_serve_argv(cfg: Any, pocforge: str, out: str) -> list[str]:
     if data.path:
         argv += ["--dataset-path", data.path]
     if data.kind != "trace":
-        argv += ["--isl", data.isl]
+        argv += ["--isl", format_length(data.isl)]
     if data.osl is not None:
-        argv += ["--osl", data.osl]
-    if data.kind == "shared-prefix":
+        argv += ["--osl", format_length(data.osl)]
+    if data.kind == "shared_prefix":
         argv += ["--prefix-len", str(data.prefix_len), "--groups", str(data.groups)]
     values = ",".join(f"{v:g}" for v in cfg.values)
     flag = {"concurrency": "--concurrency", "rate": "--rate", "trace": "--trace-speed"}[cfg.mode]
@@ -53,7 +55,7 @@ def bench_serve_argv(cfg: Any, pocforge: str, out: str) -> list[str]:
     if cfg.max_concurrency is not None:
         argv += ["--max-concurrency", str(cfg.max_concurrency)]
     for slo in cfg.slos:
-        argv += ["--slo", slo]
+        argv += ["--slo", str(slo)]
     argv += ["--ignore-eos" if cfg.ignore_eos else "--no-ignore-eos"]
     argv += ["--timeout", f"{cfg.timeout_s:g}", "--quiet", "--out", out]
     return argv
@@ -63,10 +65,10 @@ def workload_vars(
     spec: Any, kind: str, *, pocforge: str = "pocforge", env: dict | None = None
 ) -> dict:
     """Extra vars of the workload role for ``spec`` (``kind``: serve or train)."""
+    from pocforge.bench.from_spec import sweep_config
     from pocforge.frameworks import ADAPTERS, LaunchContext
-    from pocforge.frameworks.base import prepare_model
+    from pocforge.frameworks.base import model_path, prepare_model
     from pocforge.paths import workspace_root
-    from pocforge.runner import sweep_config
 
     poc = str(Path(spec.source_file).resolve())
     out: dict[str, Any] = {"workload_kind": kind, "workload_env": dict(env or {})}
@@ -85,7 +87,7 @@ def workload_vars(
         )
         out["workload_health_urls"] = urls
         out["workload_benchmark_commands"] = [
-            bench_serve_argv(sweep_config(spec, w, base), pocforge, f"bench/{w.name}")
+            bench_serve_argv(sweep_config(spec, w, base, model_path(spec)), pocforge, f"bench/{w.name}")
             for w in spec.serving.workloads
         ]
     elif kind == "train":

@@ -53,12 +53,8 @@ class SglangAdapter:
         if spec.cluster.gpu == "cpu":
             env["SGLANG_USE_CPU_ENGINE"] = "1"
             env["PYTHONPATH"] = str(SHIMS)
-        if serving.kernels:  # the kit's SGLang plugin, found through PYTHONPATH (see sglang_hook)
-            env.update(
-                launch_env(
-                    serving.kernels, cpu=spec.cluster.gpu == "cpu", pythonpath=env.get("PYTHONPATH")
-                )
-            )
+        if serving.kernels:  # pocforge-kernels' SGLang plugin, installed in SGLang's environment
+            env.update(launch_env(serving.kernels, cpu=spec.cluster.gpu == "cpu"))
         launches = []
         for rank, host in enumerate(hosts):
             args = self._args(spec, ctx, rank, hosts[0], port)

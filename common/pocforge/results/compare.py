@@ -6,7 +6,7 @@ Run vs run, per workload, sweep point and metric, ``delta = candidate - baseline
 - both sides have per-request records: percentile bootstrap of the difference of the
   statistic, each side resampled independently (up to ``max_samples`` per side);
 - both sides have >= 2 repeats of a scalar metric: Welch's t interval, with
-  Welch-Satterthwaite degrees of freedom and the serving benchmark's t table;
+  Welch-Satterthwaite degrees of freedom (both from :mod:`pocforge.stats`);
 - otherwise no interval (``method="point"``) and a ±5% band stands in for noise.
 
 ``same`` when the interval holds 0 (or the change is inside the band), ``better`` or
@@ -30,6 +30,7 @@ from pydantic import BaseModel
 
 from pocforge.metrics import metric as registry_metric
 from pocforge.results.serving import interactivity, load_records, throughput_per_gpu
+from pocforge.stats import bootstrap_difference, welch_interval
 
 NOISE_BAND = 0.05
 DEFAULT_METRICS: tuple[tuple[str, str], ...] = (
@@ -61,68 +62,6 @@ class MetricDelta(BaseModel):
     better: Literal["lower", "higher"]
 
 
-def t975(df: float) -> float:
-    """Two-sided 95% Student-t critical value (table from the serving benchmark; df rounded
-    down, which widens the interval)."""
-    from pocforge.bench.stats import _T975
-
-    k = max(1, int(math.floor(df)))
-    return _T975[k - 1] if k <= len(_T975) else 1.96
-
-
-def welch_interval(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float] | None:
-    """(mean(b) - mean(a), low, high): Welch's 95% interval; None with < 2 values a side."""
-    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if x.size < 2 or y.size < 2:
-        return None
-    va, vb = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
-    diff = float(y.mean() - x.mean())
-    se = math.sqrt(va + vb)
-    if se == 0:
-        return diff, diff, diff
-    df = (va + vb) ** 2 / (va**2 / (x.size - 1) + vb**2 / (y.size - 1))
-    half = t975(df) * se
-    return diff, diff - half, diff + half
-
-
-def _stat_rows(draws: np.ndarray, stat: str) -> np.ndarray:
-    """``stat`` of each row of a (resamples, n) matrix, as bench.stats.statistic defines it."""
-    if stat == "mean":
-        return draws.mean(axis=1)
-    if stat == "std":
-        return draws.std(axis=1)
-    if stat == "min":
-        return draws.min(axis=1)
-    if stat == "max":
-        return draws.max(axis=1)
-    if stat == "median":
-        return np.median(draws, axis=1)
-    return np.percentile(draws, float(stat[1:]), axis=1)
-
-
-def bootstrap_diff(
-    a: np.ndarray, b: np.ndarray, stat: str, *, resamples: int = 1000, seed: int = 0,
-    max_samples: int = 20000, chunk: int = 100,
-) -> tuple[float, float, float]:  # fmt: skip
-    """(stat(b) - stat(a), low, high): 95% percentile bootstrap, sides resampled independently."""
-    from pocforge.bench.stats import statistic
-
-    rng = np.random.default_rng(seed)
-    if a.size > max_samples:
-        a = rng.choice(a, max_samples, replace=False)
-    if b.size > max_samples:
-        b = rng.choice(b, max_samples, replace=False)
-    est = statistic(b, stat) - statistic(a, stat)
-    diffs = []
-    for start in range(0, resamples, chunk):
-        k = min(chunk, resamples - start)
-        db = _stat_rows(b[rng.integers(0, b.size, (k, b.size))], stat)
-        da = _stat_rows(a[rng.integers(0, a.size, (k, a.size))], stat)
-        diffs.append(db - da)
-    lo, hi = np.percentile(np.concatenate(diffs), [2.5, 97.5])
-    return float(est), float(lo), float(hi)
-
-
 def classify(delta: float, lo: float | None, hi: float | None, better: str, base: float) -> Change:
     if lo is None or hi is None:
         if base and abs(delta) / abs(base) <= NOISE_BAND:
@@ -138,7 +77,7 @@ def classify(delta: float, lo: float | None, hi: float | None, better: str, base
 def _samples(folder, point, metric: str) -> np.ndarray | None:
     if folder is None or not point.records_file or not (folder / point.records_file).is_file():
         return None
-    from pocforge.bench.stats import DISTRIBUTION_METRICS, samples
+    from pocforge.bench.run_metrics import DISTRIBUTION_METRICS, samples
 
     if metric not in DISTRIBUTION_METRICS:
         return None
@@ -172,7 +111,7 @@ def compare_runs(
                 delta = vb - va
                 sa, sb = _samples(folder_a, pa, name), _samples(folder_b, pb, name)
                 if sa is not None and sb is not None and sa.size and sb.size:
-                    delta, lo, hi = bootstrap_diff(sa, sb, stat, resamples=resamples, seed=k)
+                    delta, lo, hi = bootstrap_difference(sa, sb, stat, resamples=resamples, seed=k)
                     method = "bootstrap"
                 elif stat == "value":
                     w = welch_interval(pa.per_repeat.get(name, []), pb.per_repeat.get(name, []))

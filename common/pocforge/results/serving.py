@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from pocforge.results.adapters import from_bench_summary
 from pocforge.results.schema import SchemaError, ServingPoint, ServingResult, load_document
 
 BENCH_SUMMARY = "summary.json"
@@ -37,70 +38,6 @@ def throughput_per_gpu(point: ServingPoint, gpus: int | None) -> float | None:
         return per_gpu
     total = scalar(point, "output_throughput")
     return total / gpus if total is not None and gpus else None
-
-
-def from_bench_summary(
-    data: dict[str, Any], workload: str, source: str | None = None
-) -> ServingResult:
-    """Adapt the serving benchmark's ``summary.json`` (validated with its own model)."""
-    from pocforge.bench.summary import Summary
-
-    try:
-        summary = Summary.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"])
-        raise SchemaError(f"{source or BENCH_SUMMARY}: {loc}: {first['msg']}") from None
-    gpus = int(summary.config.get("gpus") or 1)
-    points = []
-    for p in summary.points:
-        metrics: dict[str, dict[str, float | None]] = {}
-        ci: dict[str, dict[str, tuple[float, float]]] = {}
-        per_repeat: dict[str, list[float]] = {}
-        for name, stats in p.aggregate.items():
-            metrics[name] = {stat: agg.mean for stat, agg in stats.items()}
-            for stat, agg in stats.items():
-                if agg.ci95_low is not None and agg.ci95_high is not None:
-                    ci.setdefault(name, {})[stat] = (agg.ci95_low, agg.ci95_high)
-            if "value" in stats:
-                per_repeat[name] = list(stats["value"].values)
-        ok = [r for r in p.repeats if r.status == "ok"]
-        caveats = sorted({reason for r in p.repeats for reason in r.client.reasons})
-        if p.error:
-            caveats.append(p.error)
-        points.append(
-            ServingPoint(
-                id=p.id,
-                mode=p.mode,
-                value=p.value,
-                status=p.status,
-                requests=sum(r.completed for r in p.repeats),
-                failed=sum(r.failed for r in p.repeats),
-                repeats=len(ok) or len(p.repeats),
-                duration_s=sum(r.duration_s for r in ok) / len(ok) if ok else None,
-                metrics=metrics,
-                ci=ci,
-                per_repeat=per_repeat,
-                client_limited=p.client_limited,
-                caveats=caveats,
-                records_file=p.records_file,
-            )
-        )
-    definitions = {k: v.definition for k, v in summary.definitions.items()}
-    notes = [f"{k}: {v}" for k, v in summary.definition_notes.items()]
-    if summary.status != "complete":
-        notes.insert(0, f"the sweep's status is {summary.status}")
-    return ServingResult(
-        workload=workload,
-        tool="pocforge",
-        tool_version=summary.environment.pocforge_version,
-        source_file=source,
-        model=summary.config.get("model"),
-        gpus=gpus,
-        points=points,
-        definitions=definitions,
-        notes=notes,
-    )
 
 
 def load_workload(folder: Path) -> ServingResult:

@@ -29,7 +29,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from pocforge.results import atomic
+from pocforge import atomic
 from pocforge.paths import results_root
 from pocforge.results.provenance import collect_local, kit_info, now, patches
 from pocforge.results.schema import (

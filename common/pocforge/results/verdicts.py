@@ -1,7 +1,8 @@
 """The spec's acceptance criteria judged on a run: pass, fail or inconclusive, with margin.
 
 Serving criteria (``serving.<workload>.<metric>[.<statistic>]``) are judged at every sweep
-point with the serving benchmark's own judge (:func:`pocforge.bench.verdicts.judge`):
+point with the serving benchmark's own judge (:func:`pocforge.bench.verdicts.judge`; the
+statistics and the decision rule are :mod:`pocforge.stats`):
 percentile bootstrap over the per-request records (two-level across repeats) for
 per-request metrics, Student-t across repeats for throughput-like ones, a point verdict
 with a note when there is one value. Without records (imports), the stored across-repeat
@@ -34,8 +35,9 @@ from pocforge.results.schema import (
     TrainingResult,
 )
 from pocforge.results.serving import load_records
+from pocforge.stats import Decision, decide, margin, t_interval
 
-VerdictName = Literal["pass", "fail", "inconclusive"]
+VerdictName = Decision
 
 
 class PointVerdict(BaseModel):
@@ -68,24 +70,6 @@ class CriterionVerdict(BaseModel):
     per_point: list[PointVerdict] = Field(default_factory=list)
 
 
-def decide(op: str, threshold: float, lo: float, hi: float) -> VerdictName:
-    """Interval [lo, hi] against ``metric <op> threshold``."""
-    if op in ("<", "<="):
-        good = hi < threshold if op == "<" else hi <= threshold
-        bad = lo >= threshold if op == "<" else lo > threshold
-    else:
-        good = lo > threshold if op == ">" else lo >= threshold
-        bad = hi <= threshold if op == ">" else hi < threshold
-    return "pass" if good else "fail" if bad else "inconclusive"
-
-
-def margin(op: str, threshold: float, estimate: float | None) -> tuple[float | None, float | None]:
-    if estimate is None:
-        return None, None
-    m = threshold - estimate if op in ("<", "<=") else estimate - threshold
-    return m, (100.0 * m / abs(threshold) if threshold else None)
-
-
 def _none(point: str | None, note: str) -> PointVerdict:
     return PointVerdict(point=point, verdict="inconclusive", note=note)
 
@@ -108,7 +92,7 @@ def judge_point(
     confidence: float = 0.95, seed: int = 0,
 ) -> PointVerdict:  # fmt: skip
     """One serving criterion at one sweep point."""
-    from pocforge.bench.stats import DISTRIBUTION_METRICS, samples
+    from pocforge.bench.run_metrics import DISTRIBUTION_METRICS, samples
     from pocforge.bench.verdicts import SLO, judge
 
     if point.status == "failed":
@@ -228,8 +212,6 @@ def _criterion(c: Any, pv: PointVerdict) -> CriterionVerdict:
 
 
 def _training(c: Any, result: TrainingResult | None) -> CriterionVerdict:
-    from pocforge.bench.stats import t_interval
-
     name = c.parts[1] if len(c.parts) > 1 else ""
     if result is None:
         return _criterion(c, _none(None, "no training result"))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from pocforge.results import atomic
+from pocforge import atomic
 from pocforge.results.store import MANIFEST, Run
 
 # Rebuilt from the run at any time (``pocforge report``), so not part of the manifest.
