@@ -1,26 +1,17 @@
-"""Statistics of one run (a point's repeat) and across repeats.
+"""The serving metrics of one run (a point's repeat) from its per-request records.
 
-Percentiles use numpy's default linear interpolation, as vLLM's benchmark does, so the
-same samples give the same p99 in both tools. ``std`` is the population standard
-deviation (numpy's default, also vLLM's).
+Which metrics there are and how each is defined is :mod:`pocforge.metrics`; the
+statistics themselves (percentiles, intervals) are :mod:`pocforge.stats`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from pocforge.bench.records import RequestRecord
-from pocforge.metrics import STATISTICS
-
-# Two-sided 95% Student-t critical values t_{0.975, df}, df = 1..30 (from the t table;
-# kept as data because scipy is not a dependency). Above 30 the normal 1.96 is used.
-_T975 = (
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
-)  # fmt: skip
+from pocforge.stats import describe
 
 DISTRIBUTION_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "interactivity")
 SCALAR_METRICS = (
@@ -31,44 +22,6 @@ SCALAR_METRICS = (
     "output_throughput_per_gpu",
     "error_rate",
 )
-
-
-def statistic(values: np.ndarray, name: str) -> float:
-    """One statistic of STATISTICS on a non-empty 1-D array."""
-    if name == "mean":
-        return float(np.mean(values))
-    if name == "std":
-        return float(np.std(values))
-    if name == "min":
-        return float(np.min(values))
-    if name == "max":
-        return float(np.max(values))
-    if name == "median":
-        return float(np.median(values))
-    if name.startswith("p"):
-        return float(np.percentile(values, float(name[1:])))
-    raise ValueError(f"unknown statistic {name!r}")
-
-
-def describe(values: Iterable[float]) -> dict[str, float | None]:
-    """Every statistic of STATISTICS plus the count ``n``; None everywhere when empty."""
-    arr = np.asarray(list(values), dtype=float)
-    out: dict[str, float | None] = {"n": float(arr.size)}
-    for name in STATISTICS:
-        out[name] = statistic(arr, name) if arr.size else None
-    return out
-
-
-def t_interval(values: Sequence[float]) -> tuple[float, float, float] | None:
-    """Mean and two-sided 95% Student-t interval; None for fewer than two values."""
-    arr = np.asarray(values, dtype=float)
-    if arr.size < 2:
-        return None
-    mean = float(arr.mean())
-    sem = float(arr.std(ddof=1)) / np.sqrt(arr.size)
-    df = arr.size - 1
-    t = _T975[df - 1] if df <= len(_T975) else 1.96
-    return mean, mean - t * sem, mean + t * sem
 
 
 def samples(records: Sequence[RequestRecord], metric: str) -> np.ndarray:

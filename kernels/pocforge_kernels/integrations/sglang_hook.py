@@ -10,12 +10,10 @@ the unquantized MoE method, :mod:`.sglang_moe`); SGLang patches the defining mod
 every module that imported the class by name.  With no op named it does nothing, and it
 is idempotent.
 
-SGLang's environment need not have pocforge installed: ``sglang_path/`` (next to this
-file) holds the entry point (a ``*.dist-info`` folder, which ``importlib.metadata``
-finds on ``PYTHONPATH`` like any installed distribution) and a bootstrap module that
-imports this repository's ``kernels/`` folder as ``pocforge_kernels``.  A launch needs::
+SGLang's environment needs only this distribution, ``pocforge-kernels`` (``pip install
+kernels/``, editable or not; the kit itself is not needed): its ``sglang.srt.plugins`` entry
+point is what SGLang's loader finds. A launch then needs::
 
-    PYTHONPATH=<repo>/kernels/integrations/sglang_path[:...]
     POCFORGE_SGLANG_KERNELS=rms_norm,silu_and_mul,rotary_embedding
     TRITON_INTERPRET=1                      # CPU only: Triton has no CPU backend
 
@@ -27,33 +25,25 @@ sets that whitelist must add ``pocforge_kernels`` to it.  Proof lines
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 from .proof import say, selected
 
 SELECT_ENV = "POCFORGE_SGLANG_KERNELS"
 PLUGIN_NAME = "pocforge_kernels"  # the entry point's name, for SGLANG_PLUGINS
-PLUGIN_PATH = Path(__file__).resolve().parent / "sglang_path"
 # Kit ops with an SGLang layer (see sglang_layers.LAYER_CLASSES and sglang_moe.MOE_HOOKS).
 SGLANG_OPS = ("rms_norm", "silu_and_mul", "gelu_and_mul", "rotary_embedding", "fused_moe")
 
 _registered: set[str] = set()
 
 
-def launch_env(kernels: list[str], cpu: bool, pythonpath: str | None = None) -> dict[str, str]:
+def launch_env(kernels: list[str], cpu: bool) -> dict[str, str]:
     """Environment that makes an SGLang server load this plugin for ``kernels``.
 
-    ``pythonpath``: entries already on the launch's ``PYTHONPATH`` (kept after ours).
     Kit ops without an SGLang layer are left out (and logged by the plugin if named).
     """
     ops = [k for k in kernels if k in SGLANG_OPS]
     if not ops:
         return {}
-    env = {
-        "PYTHONPATH": os.pathsep.join(p for p in (str(PLUGIN_PATH), pythonpath) if p),
-        SELECT_ENV: ",".join(ops),
-    }
+    env = {SELECT_ENV: ",".join(ops)}
     if cpu:
         env["TRITON_INTERPRET"] = "1"
     return env
