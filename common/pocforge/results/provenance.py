@@ -8,7 +8,6 @@ hosts come from the cluster stage (Ansible) in the same :class:`HostFacts` shape
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import platform
 import re
@@ -23,6 +22,7 @@ from pathlib import Path
 from pocforge import __version__
 from pocforge.results.schema import GpuInfo, HostFacts, KitInfo, NicInfo, PatchInfo
 from pocforge.results.secrets import Redactor
+from pocforge.versions import git_state, package_version
 
 PACKAGES = (
     "torch",
@@ -74,24 +74,14 @@ def _read(path: str | Path) -> str | None:
 
 def kit_info(root: Path | None = None) -> KitInfo:
     """The kit's version and the git sha and dirty flag of its checkout (None outside git)."""
-    root = root or Path(__file__).resolve().parents[2]
-    sha = _run(["git", "-C", str(root), "rev-parse", "HEAD"])
-    dirty = _run(["git", "-C", str(root), "status", "--porcelain"]) if sha else None
-    return KitInfo(
-        version=__version__,
-        git_sha=sha.strip() if sha else None,
-        git_dirty=None if dirty is None else bool(dirty.strip()),
-    )
+    git = git_state(root)
+    return KitInfo(version=__version__, git_sha=git.sha, git_dirty=git.dirty)
 
 
 def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
-    out: dict[str, str | None] = {}
-    for name in names:
-        try:
-            out[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            continue
-    return out
+    """Installed versions of ``names``; a distribution that is not installed is left out."""
+    found = {name: package_version(name) for name in names}
+    return {name: version for name, version in found.items() if version is not None}
 
 
 def relevant_env(env: Mapping[str, str], redactor: Redactor) -> dict[str, str]:
@@ -200,22 +190,44 @@ def _nics() -> list[NicInfo]:
     return nics
 
 
-def _stacks() -> dict[str, str | None]:
+def _stacks(root: Path = Path("/")) -> dict[str, str | None]:
+    """GPU software stacks in use: ROCm or CUDA only where a driver or a device is present.
+
+    A toolkit or library that merely ships GPU files on a host without the driver (a CUDA
+    toolkit on a CPU CI machine, ``/opt/rocm`` in a container without ``/dev/kfd``) is
+    reported under ``<stack>-files`` with what was found, never as the stack itself.
+    ``root`` re-roots the probed paths (tests).
+    """
     stacks: dict[str, str | None] = {}
-    rocm = _read("/opt/rocm/.info/version")
+    amdgpu = _read(root / "sys/module/amdgpu/version")
+    amd_present = amdgpu is not None or (root / "dev/kfd").exists()
+    # NVIDIA's recommended source is /sys/module/nvidia/version; /proc's NVRM line differs
+    # between the proprietary and the open kernel module ("Open Kernel Module for x86_64").
+    nvidia_module = _read(root / "sys/module/nvidia/version")
+    nvidia = _read(root / "proc/driver/nvidia/version")
+    nvidia_present = bool(nvidia or nvidia_module) or (root / "dev/nvidia0").exists()
+    rocm = _read(root / "opt/rocm/.info/version")
     if rocm:
-        stacks["rocm"] = rocm
-    amdgpu = _read("/sys/module/amdgpu/version")
+        if amd_present:
+            stacks["rocm"] = rocm
+        else:
+            stacks["rocm-files"] = f"{rocm} in /opt/rocm; no amdgpu driver or /dev/kfd"
     if amdgpu:
         stacks["amdgpu"] = amdgpu
-    nvidia = _read("/proc/driver/nvidia/version")
-    if nvidia:
-        match = re.search(r"Kernel Module\s+([\d.]+)", nvidia)
+    if nvidia_module:
+        stacks["nvidia"] = nvidia_module
+    elif nvidia:
+        match = re.search(r"Kernel Module(?: for \S+)?\s+([\d.]+)", nvidia)
         stacks["nvidia"] = match.group(1) if match else nvidia.splitlines()[0]
-    nvcc = _run(["nvcc", "--version"])
+    nvcc_path = shutil.which("nvcc")
+    nvcc = _run(["nvcc", "--version"]) if nvcc_path and root == Path("/") else None
     if nvcc:
         match = re.search(r"release ([\d.]+)", nvcc)
-        stacks["cuda"] = match.group(1) if match else None
+        version = match.group(1) if match else None
+        if nvidia_present:
+            stacks["cuda"] = version
+        else:
+            stacks["cuda-files"] = f"nvcc {version} at {nvcc_path}; no NVIDIA driver or device"
     return stacks
 
 
