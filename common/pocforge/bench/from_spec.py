@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pocforge.bench.config import SweepConfig
 from pocforge.bench.datasets import DatasetConfig
-from pocforge.bench.sweep import SweepConfig
 from pocforge.bench.verdicts import SLO
 from pocforge.spec import PocSpec
 from pocforge.spec.schema import Slo, Workload

@@ -8,12 +8,12 @@ for each point and repeat the statistics, client health and the server's own met
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from pocforge import atomic
 from pocforge.bench.promscrape import ServerMetrics
 from pocforge.bench.verdicts import Verdict
 
@@ -139,16 +139,12 @@ def summary_json_schema() -> dict[str, Any]:
     return Summary.model_json_schema()
 
 
-def write_atomic(path: Path, text: str) -> None:
-    tmp = Path(path).with_suffix(Path(path).suffix + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def write_summary(summary: Summary, out_dir: Path) -> Path:
+    """Write ``summary.json`` (rewritten as the sweep goes, so a reader never sees half of
+    it) and, once, its ``summary.schema.json``."""
     out = Path(out_dir) / "summary.json"
-    write_atomic(out, summary.model_dump_json(indent=2))
+    atomic.write_text(out, summary.model_dump_json(indent=2))
     schema = Path(out_dir) / "summary.schema.json"
     if not schema.exists():
-        write_atomic(schema, json.dumps(summary_json_schema(), indent=2))
+        atomic.write_text(schema, json.dumps(summary_json_schema(), indent=2))
     return out

@@ -147,8 +147,8 @@ def serve(**kw) -> None:
     """Serving sweep against an OpenAI-compatible server; writes OUT/summary.json."""
     from pydantic import ValidationError
 
+    from pocforge.bench.config import BenchError, SweepConfig
     from pocforge.bench.datasets import DatasetConfig, DatasetError, parse_length
-    from pocforge.bench.sweep import BenchError, SweepConfig
     from pocforge.bench.tokenizer import TokenizerError
     from pocforge.bench.verdicts import SLOError, parse_slo
 
@@ -201,7 +201,8 @@ def _run(cfg, out: Path, quiet: bool, errors: tuple[type[Exception], ...]) -> No
     from rich.console import Console
 
     from pocforge.bench.console import RichProgress, summary_table
-    from pocforge.bench.sweep import Progress, run_sweep
+    from pocforge.bench.repeat import Progress
+    from pocforge.bench.sweep import run_sweep
 
     progress = Progress() if quiet else RichProgress()
     try:

@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from pocforge import atomic
 from pocforge.training.flops import count_parameters, flops_per_token
 from pocforge.training.summary import StepRecord, TrainingSummary, definitions
 
@@ -179,11 +180,7 @@ def write_summary(
         ds_config=ds_config,
         definitions=definitions(),
     )
-    out = Path(cfg["out"])
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(summary.model_dump_json(indent=2))
-    os.replace(tmp, out)
+    atomic.write_text(Path(cfg["out"]), summary.model_dump_json(indent=2))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 import sys
 
+from pocforge.bench.config import SweepConfig
 from pocforge.bench.datasets import DatasetConfig
-from pocforge.bench.sweep import SweepConfig, run_sweep
+from pocforge.bench.sweep import run_sweep
 
 cfg = SweepConfig(
     base_url="http://127.0.0.1:8123",

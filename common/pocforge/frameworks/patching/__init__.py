@@ -2,15 +2,18 @@
 to one exact framework version, checked, applied and reverted on the framework installed in
 a target environment, all or nothing, with a record for the run's provenance.
 
-``files`` parses and validates the patch files, ``target`` finds the installed framework
-through the target interpreter, ``engine`` does the dry run, the apply and the revert.
+- ``files`` parses and validates the patch files;
+- ``target`` finds the installed framework through the target interpreter;
+- ``engine`` holds the verbs (check, apply, revert, the provenance record) and their order;
+- ``dry_run`` works out what the patches would do, replaying them in a scratch copy;
+- ``gnu_patch`` runs GNU ``patch`` and reads its output;
+- ``state`` is the record an apply leaves (``state.json``);
+- ``backup`` writes the patched files, and the saved originals back on revert;
+- ``lock`` keeps two appliers of one environment apart;
+- ``report`` is what the verbs say, one status per patch.
 """
 
 from pocforge.frameworks.patching.engine import (
-    AppliedPatch,
-    PatchedFile,
-    PatchStatus,
-    Report,
     applied_patches,
     apply,
     check,
@@ -24,6 +27,8 @@ from pocforge.frameworks.patching.files import (
     discover,
     parse_patch,
 )
+from pocforge.frameworks.patching.report import PatchStatus, Report
+from pocforge.frameworks.patching.state import AppliedPatch, PatchedFile
 from pocforge.frameworks.patching.target import Installed, locate
 
 __all__ = [
