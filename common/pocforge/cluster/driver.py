@@ -25,6 +25,7 @@ from pathlib import Path
 from pocforge.cluster.events import ClusterResult, EventCollector
 from pocforge.cluster.expectations import ClusterExpectations
 from pocforge.cluster.records import write_collectives, write_health, write_provenance
+from pocforge import atomic
 from pocforge.paths import playbooks_dir
 
 PLAYBOOKS = {
@@ -143,7 +144,7 @@ def run_playbook_stage(
 
 
 def _save(result: ClusterResult, out_dir: Path, ident: str) -> None:
-    (out_dir / f"{ident}.json").write_text(json.dumps(result.to_dict(), indent=2, default=str))
+    atomic.write_text(out_dir / f"{ident}.json", json.dumps(result.to_dict(), indent=2, default=str))
     facts_dir = out_dir / "facts"
     facts_dir.mkdir(exist_ok=True)
     for name, host in result.hosts.items():
@@ -151,4 +152,4 @@ def _save(result: ClusterResult, out_dir: Path, ident: str) -> None:
             path = facts_dir / f"{name}.json"
             merged = json.loads(path.read_text()) if path.exists() else {}
             merged.update(host.facts)
-            path.write_text(json.dumps(merged, indent=2, sort_keys=True, default=str))
+            atomic.write_text(path, json.dumps(merged, indent=2, sort_keys=True, default=str))
