@@ -35,25 +35,38 @@ CLIENTS = ("pocforge", "pocforge-aiohttp", "vllm")
 TRANSPORTS = {"pocforge": "raw", "pocforge-aiohttp": "aiohttp"}
 
 
-def _run_ours(url: str, streams: int, num: int, osl: int, tokenizer: str,
-              transport: str = "raw") -> dict:  # fmt: skip
+def _run_ours(
+    url: str, streams: int, num: int, osl: int, tokenizer: str, transport: str = "raw"
+) -> dict:
     from pocforge.bench.config import SweepConfig
     from pocforge.bench.datasets import DatasetConfig
     from pocforge.bench.records import read_records
     from pocforge.bench.sweep import run_sweep
 
-    cfg = SweepConfig(base_url=url, model="instrument", tokenizer=tokenizer,
-                      dataset=DatasetConfig(isl="16", osl=str(osl)), values=[streams],
-                      num_prompts=num, scrape_metrics=False, transport=transport)  # fmt: skip
+    cfg = SweepConfig(
+        base_url=url,
+        model="instrument",
+        tokenizer=tokenizer,
+        dataset=DatasetConfig(isl="16", osl=str(osl)),
+        values=[streams],
+        num_prompts=num,
+        scrape_metrics=False,
+        transport=transport,
+    )
     with tempfile.TemporaryDirectory() as out:
         summary = run_sweep(cfg, out)
         recs = [r for r in read_records(Path(out) / f"requests-c{streams}.jsonl") if r.success]
     rep = summary.points[0].repeats[0]
     # CPU of the load phase (sending, streaming, parsing, records), the part vLLM's
     # benchmark() also does; dataset building and the summary are outside both.
-    return {"ttft_ms": [r.ttft_ms for r in recs], "itl_ms": [x for r in recs for x in r.itl_ms],
-            "chunks": sum(r.token_chunks for r in recs), "cpu_s": rep.client.cpu_s, "failed": rep.failed,
-            "client_limited": rep.client.limited}  # fmt: skip
+    return {
+        "ttft_ms": [r.ttft_ms for r in recs],
+        "itl_ms": [x for r in recs for x in r.itl_ms],
+        "chunks": sum(r.token_chunks for r in recs),
+        "cpu_s": rep.client.cpu_s,
+        "failed": rep.failed,
+        "client_limited": rep.client.limited,
+    }
 
 
 def _run_vllm(url: str, streams: int, num: int, osl: int, tokenizer: str) -> dict:
@@ -66,13 +79,38 @@ def _run_vllm(url: str, streams: int, num: int, osl: int, tokenizer: str) -> dic
 
     parser = FlexibleArgumentParser()
     serve.add_cli_args(parser)
-    args = parser.parse_args([
-        "--backend", "openai", "--base-url", url, "--endpoint", "/v1/completions",
-        "--model", "instrument", "--tokenizer", tokenizer, "--dataset-name", "random",
-        "--random-input-len", "16", "--random-output-len", str(osl), "--num-prompts", str(num),
-        "--max-concurrency", str(streams), "--request-rate", "inf", "--ignore-eos",
-        "--disable-tqdm", "--num-warmups", "0", "--percentile-metrics", "ttft,tpot,itl,e2el",
-    ])  # fmt: skip
+    args = parser.parse_args(
+        [
+            "--backend",
+            "openai",
+            "--base-url",
+            url,
+            "--endpoint",
+            "/v1/completions",
+            "--model",
+            "instrument",
+            "--tokenizer",
+            tokenizer,
+            "--dataset-name",
+            "random",
+            "--random-input-len",
+            "16",
+            "--random-output-len",
+            str(osl),
+            "--num-prompts",
+            str(num),
+            "--max-concurrency",
+            str(streams),
+            "--request-rate",
+            "inf",
+            "--ignore-eos",
+            "--disable-tqdm",
+            "--num-warmups",
+            "0",
+            "--percentile-metrics",
+            "ttft,tpot,itl,e2el",
+        ]
+    )
     box: dict = {}
     original = serve.benchmark
 
@@ -90,8 +128,14 @@ def _run_vllm(url: str, streams: int, num: int, osl: int, tokenizer: str) -> dic
     ttfts = [t * 1000.0 for t in res["ttfts"] if t]
     itls = [x * 1000.0 for row in res["itls"] for x in row]
     chunks = sum(len(row) + 1 for row, t in zip(res["itls"], res["ttfts"], strict=False) if t)
-    return {"ttft_ms": ttfts, "itl_ms": itls, "chunks": chunks, "cpu_s": box["cpu_s"],
-            "failed": num - int(res["completed"]), "client_limited": None}  # fmt: skip
+    return {
+        "ttft_ms": ttfts,
+        "itl_ms": itls,
+        "chunks": chunks,
+        "cpu_s": box["cpu_s"],
+        "failed": num - int(res["completed"]),
+        "client_limited": None,
+    }
 
 
 def _client_main(argv: list[str]) -> None:
@@ -116,28 +160,51 @@ def _http(url: str, method: str = "GET") -> dict:
     return json.loads(urllib.request.urlopen(req, timeout=30).read())
 
 
-def measure(url: str, which: str, streams: int, num: int, osl: int, tokenizer: str,
-            ttft_ms: float) -> dict:  # fmt: skip
+def measure(
+    url: str, which: str, streams: int, num: int, osl: int, tokenizer: str, ttft_ms: float
+) -> dict:
     _http(url + "/lag/reset", "POST")
-    cmd = [sys.executable, "-m", "benchmarks.client_bench", "_client", "--which", which,
-           "--url", url, "--streams", str(streams), "--num", str(num), "--osl", str(osl),
-           "--tokenizer", tokenizer]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "benchmarks.client_bench",
+        "_client",
+        "--which",
+        which,
+        "--url",
+        url,
+        "--streams",
+        str(streams),
+        "--num",
+        str(num),
+        "--osl",
+        str(osl),
+        "--tokenizer",
+        tokenizer,
+    ]
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "result.json"
-        proc = subprocess.run(cmd + ["--out", str(out)], capture_output=True, text=True,
-                              timeout=900)  # fmt: skip
+        proc = subprocess.run(
+            cmd + ["--out", str(out)], capture_output=True, text=True, timeout=900
+        )
         if proc.returncode != 0 or not out.exists():
             raise RuntimeError(f"{which} client failed:\n{proc.stderr[-2000:]}")
         got = json.loads(out.read_text())
     lag = _http(url + "/lag")
     first, gaps, nxt = (np.asarray(lag[k]) for k in ("first_ms", "gaps_ms", "next_ms"))
     ttft, itl = np.asarray(got["ttft_ms"]), np.asarray(got["itl_ms"])
-    row = {"client": which, "streams": streams, "requests": num, "failed": got["failed"],
-           "chunks": got["chunks"], "cpu_s": got["cpu_s"],
-           "cpu_us_per_chunk": 1e6 * got["cpu_s"] / got["chunks"] if got["chunks"] else None,
-           "server_lag_first_p50_ms": float(np.percentile(first, 50)),
-           "server_lag_next_p50_ms": float(np.percentile(nxt, 50)),
-           "client_limited": got["client_limited"]}  # fmt: skip
+    row = {
+        "client": which,
+        "streams": streams,
+        "requests": num,
+        "failed": got["failed"],
+        "chunks": got["chunks"],
+        "cpu_s": got["cpu_s"],
+        "cpu_us_per_chunk": 1e6 * got["cpu_s"] / got["chunks"] if got["chunks"] else None,
+        "server_lag_first_p50_ms": float(np.percentile(first, 50)),
+        "server_lag_next_p50_ms": float(np.percentile(nxt, 50)),
+        "client_limited": got["client_limited"],
+    }
     for q in (50, 99):
         row[f"ttft_p{q}_ms"] = float(np.percentile(ttft, q))
         row[f"ttft_excess_p{q}_ms"] = row[f"ttft_p{q}_ms"] - (
@@ -152,8 +219,10 @@ def measure(url: str, which: str, streams: int, num: int, osl: int, tokenizer: s
 
 
 def markdown(rows: list[dict]) -> str:
-    head = ("| streams | client | TTFT p50 | TTFT excess p50 | TTFT excess p99 | ITL excess p50 | "
-            "ITL excess p99 | CPU µs/chunk | server lag p50 (first/next) | note |")  # fmt: skip
+    head = (
+        "| streams | client | TTFT p50 | TTFT excess p50 | TTFT excess p99 | ITL excess p50 | "
+        "ITL excess p99 | CPU µs/chunk | server lag p50 (first/next) | note |"
+    )
     lines = [head, "|" + "---|" * 10]
     for r in rows:
         note = "server-limited" if r["server_limited"] else ""
@@ -196,9 +265,13 @@ def main(argv: list[str] | None = None) -> None:
             for which in a.clients.split(","):
                 row = measure(url, which, n, n * a.waves, a.osl, tokenizer, a.ttft_ms)
                 rows.append(row)
-                print(f"{which:16s} streams={n:4d} TTFT p50 {row['ttft_p50_ms']:.1f} ms "
-                      f"(excess {row['ttft_excess_p50_ms']:.2f}) CPU/chunk "
-                      f"{row['cpu_us_per_chunk']:.1f} us", file=sys.stderr, flush=True)  # fmt: skip
+                print(
+                    f"{which:16s} streams={n:4d} TTFT p50 {row['ttft_p50_ms']:.1f} ms "
+                    f"(excess {row['ttft_excess_p50_ms']:.2f}) CPU/chunk "
+                    f"{row['cpu_us_per_chunk']:.1f} us",
+                    file=sys.stderr,
+                    flush=True,
+                )
     print(
         f"scripted TTFT {a.ttft_ms:g} ms, ITL {a.itl_ms:g} ms, {a.osl} tokens, "
         f"{a.waves} requests per stream; excess = client reading - (scripted + server lag)\n"

@@ -27,14 +27,24 @@ def ours(a: argparse.Namespace, seed: int) -> dict:
     from pocforge.bench.datasets import DatasetConfig
     from pocforge.bench.sweep import run_sweep
 
-    cfg = SweepConfig(base_url=a.base_url, model=a.model, tokenizer=a.tokenizer,
-                      dataset=DatasetConfig(isl=str(a.isl), osl=str(a.osl), seed=seed),
-                      values=[a.concurrency], num_prompts=a.num_prompts, scrape_metrics=False,
-                      transport=a.transport)  # fmt: skip
+    cfg = SweepConfig(
+        base_url=a.base_url,
+        model=a.model,
+        tokenizer=a.tokenizer,
+        dataset=DatasetConfig(isl=str(a.isl), osl=str(a.osl), seed=seed),
+        values=[a.concurrency],
+        num_prompts=a.num_prompts,
+        scrape_metrics=False,
+        transport=a.transport,
+    )
     with tempfile.TemporaryDirectory() as out:
         m = run_sweep(cfg, out).points[0].repeats[0].metrics
-    return {"median_ttft_ms": m["ttft_ms"]["median"], "median_tpot_ms": m["tpot_ms"]["median"],
-            "request_throughput": m["request_throughput"], "output_throughput": m["output_throughput"]}  # fmt: skip
+    return {
+        "median_ttft_ms": m["ttft_ms"]["median"],
+        "median_tpot_ms": m["tpot_ms"]["median"],
+        "request_throughput": m["request_throughput"],
+        "output_throughput": m["output_throughput"],
+    }
 
 
 # ``vllm bench serve`` itself: its CLI entry needs the distribution named ``vllm`` (absent
@@ -47,13 +57,44 @@ VLLM_BENCH_SERVE = (
 
 
 def vllm_cmd(a: argparse.Namespace, seed: int, result_dir: str) -> list[str]:
-    return [sys.executable, "-c", VLLM_BENCH_SERVE, "--backend", "openai",
-            "--base-url", a.base_url, "--endpoint", "/v1/completions", "--model", a.model,
-            "--tokenizer", a.tokenizer, "--dataset-name", "random", "--random-input-len", str(a.isl),
-            "--random-output-len", str(a.osl), "--num-prompts", str(a.num_prompts),
-            "--max-concurrency", str(a.concurrency), "--request-rate", "inf", "--ignore-eos",
-            "--seed", str(seed), "--disable-tqdm", "--num-warmups", "0", "--save-result",
-            "--result-dir", result_dir, "--result-filename", "r.json"]  # fmt: skip
+    return [
+        sys.executable,
+        "-c",
+        VLLM_BENCH_SERVE,
+        "--backend",
+        "openai",
+        "--base-url",
+        a.base_url,
+        "--endpoint",
+        "/v1/completions",
+        "--model",
+        a.model,
+        "--tokenizer",
+        a.tokenizer,
+        "--dataset-name",
+        "random",
+        "--random-input-len",
+        str(a.isl),
+        "--random-output-len",
+        str(a.osl),
+        "--num-prompts",
+        str(a.num_prompts),
+        "--max-concurrency",
+        str(a.concurrency),
+        "--request-rate",
+        "inf",
+        "--ignore-eos",
+        "--seed",
+        str(seed),
+        "--disable-tqdm",
+        "--num-warmups",
+        "0",
+        "--save-result",
+        "--result-dir",
+        result_dir,
+        "--result-filename",
+        "r.json",
+    ]
 
 
 def vllm(a: argparse.Namespace, seed: int) -> dict:
@@ -76,15 +117,22 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--concurrency", type=int, default=4)
     ap.add_argument("--num-prompts", type=int, default=48)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--transport", choices=("auto", "raw", "aiohttp"), default="auto",
-                    help="our client's streaming transport (auto: raw for http://)")  # fmt: skip
+    ap.add_argument(
+        "--transport",
+        choices=("auto", "raw", "aiohttp"),
+        default="auto",
+        help="our client's streaming transport (auto: raw for http://)",
+    )
     a = ap.parse_args(argv)
     rows: dict[str, list[dict]] = {"pocforge": [], "vllm bench serve": []}
     for i in range(a.runs):
         rows["pocforge"].append(ours(a, 100 + i))
         rows["vllm bench serve"].append(vllm(a, 200 + i))
-        print(f"run {i}: ours {rows['pocforge'][-1]}\n       vllm {rows['vllm bench serve'][-1]}",
-              file=sys.stderr, flush=True)  # fmt: skip
+        print(
+            f"run {i}: ours {rows['pocforge'][-1]}\n       vllm {rows['vllm bench serve'][-1]}",
+            file=sys.stderr,
+            flush=True,
+        )
     print(
         f"closed loop, concurrency {a.concurrency}, {a.num_prompts} prompts, ISL {a.isl}, "
         f"OSL {a.osl}, {a.runs} interleaved runs each; mean ± 95% CI (Student t)\n"

@@ -22,8 +22,12 @@ def _lint(root: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": f"{root / 'common'}{os.pathsep}{root / 'kernels'}"}
     return subprocess.run(
         [str(LINT_IMPORTS), "--config", str(root / "pyproject.toml"), "--no-cache"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 @pytest.fixture
@@ -32,7 +36,9 @@ def tree_copy(tmp_path: Path) -> Path:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(REPO / "common" / "pocforge", tmp_path / "common" / "pocforge", ignore=ignore)
     shutil.copytree(
-        REPO / "kernels" / "pocforge_kernels", tmp_path / "kernels" / "pocforge_kernels", ignore=ignore
+        REPO / "kernels" / "pocforge_kernels",
+        tmp_path / "kernels" / "pocforge_kernels",
+        ignore=ignore,
     )
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
     return tmp_path
@@ -48,13 +54,25 @@ def test_the_tree_keeps_every_contract(tree_copy):
     ("module", "line", "broken"),
     [
         # The kernels distribution is installed on GPU nodes without the kit.
-        ("kernels/pocforge_kernels/config.py", "import pocforge.spec", "pocforge_kernels never imports the kit"),
+        (
+            "kernels/pocforge_kernels/config.py",
+            "import pocforge.spec",
+            "pocforge_kernels never imports the kit",
+        ),
         # The spec sits at the bottom; it may not reach up into the runner.
-        ("common/pocforge/spec/rules.py", "import pocforge.runner", "pocforge.spec is not allowed to import pocforge.runner"),
+        (
+            "common/pocforge/spec/rules.py",
+            "import pocforge.runner",
+            "pocforge.spec is not allowed to import pocforge.runner",
+        ),
         # Stages report through results, not the other way round.
-        ("common/pocforge/bench/records.py", "import pocforge.results.store", "pocforge.bench is not allowed to import pocforge.results"),
+        (
+            "common/pocforge/bench/records.py",
+            "import pocforge.results.store",
+            "pocforge.bench is not allowed to import pocforge.results",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_forbidden_import_breaks_a_contract(tree_copy, module, line, broken):
     path = tree_copy / module
     path.write_text(path.read_text() + f"\n{line}  # a wrong edge\n")

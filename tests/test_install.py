@@ -61,9 +61,27 @@ def test_importing_the_kit_pulls_in_no_framework(tmp_path):
 # torch, triton and pyyaml with what torch imports (numpy for the Triton interpreter on a
 # CPU) and setuptools to build the wheel:
 # exactly what a framework's environment on a GPU node has before the kernels go in.
-NEEDS = ("torch", "triton", "yaml", "_yaml", "typing_extensions", "sympy", "mpmath",
-         "networkx", "jinja2", "markupsafe", "fsspec", "filelock", "setuptools", "wheel",
-         "_distutils_hack", "pkg_resources", "functorch", "torchgen", "numpy")  # fmt: skip
+NEEDS = (
+    "torch",
+    "triton",
+    "yaml",
+    "_yaml",
+    "typing_extensions",
+    "sympy",
+    "mpmath",
+    "networkx",
+    "jinja2",
+    "markupsafe",
+    "fsspec",
+    "filelock",
+    "setuptools",
+    "wheel",
+    "_distutils_hack",
+    "pkg_resources",
+    "functorch",
+    "torchgen",
+    "numpy",
+)
 
 STANDALONE = """
 import importlib.metadata as md, json, os, sys
@@ -103,18 +121,36 @@ def test_kernels_install_alone_into_a_fresh_environment(tmp_path):
             (deps / entry.name).symlink_to(entry)
     target = tmp_path / "site"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation",
-         "--no-compile", "--target", str(target), str(REPO / "kernels")],
-        check=True, capture_output=True, text=True, cwd=tmp_path,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-compile",
+            "--target",
+            str(target),
+            str(REPO / "kernels"),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "POCFORGE_"))}
     env |= {"PYTHONPATH": f"{target}{os.pathsep}{deps}", "TRITON_INTERPRET": "1"}
     out = subprocess.run(
         [str(venv / "bin" / "python"), "-c", STANDALONE],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     found = json.loads(out.stdout.strip().splitlines()[-1])
     assert found["kernels"].startswith(str(target)) and found["dist"].startswith(str(target))

@@ -73,7 +73,9 @@ def run_serving(spec: PocSpec, stage_dir: Path, say: Say) -> None:
 def run_training_stage(spec: PocSpec, stage_dir: Path, say: Say) -> None:
     say(f"training: DeepSpeed ZeRO-{spec.training.zero_stage}, {spec.training.steps} steps")
     summary = run_training(spec, stage_dir, LaunchContext.local(workspace_root(), port=free_port()))
-    atomic.write_text(stage_dir / "result.json", from_training_summary(summary).model_dump_json(indent=2))
+    atomic.write_text(
+        stage_dir / "result.json", from_training_summary(summary).model_dump_json(indent=2)
+    )
     say(
         f"training: {summary.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, final loss {summary.final_loss:.3f}"
     )

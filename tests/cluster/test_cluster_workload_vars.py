@@ -65,7 +65,14 @@ def test_serve_vars_start_each_rank_and_bench_rank_zero(tmp_path):
 
 
 def test_health_cell_names_value_with_unit():
-    rec = CheckRecord(host="h2", check="all_reduce_intra_busbw", status="fail",
-                      measured=293.07, threshold=">= 300.1", message="m", unit="GB/s")  # fmt: skip
+    rec = CheckRecord(
+        host="h2",
+        check="all_reduce_intra_busbw",
+        status="fail",
+        measured=293.07,
+        threshold=">= 300.1",
+        message="m",
+        unit="GB/s",
+    )
     cell = health_check(rec)
     assert (cell.host, cell.status, cell.value, cell.detail) == ("h2", "fail", "293.07 GB/s", "m")

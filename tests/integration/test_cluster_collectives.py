@@ -44,7 +44,10 @@ HEALTHY = {
     "alltoall": ("rccl_alltoall_mi355x_1node_8gpu.txt", "rccl_alltoall_mi355x_1node_8gpu.txt"),
 }
 # h2 is degraded: its all_reduce is the real MI300X VF run with NUMA balancing on (293 GB/s).
-DEGRADED = {**HEALTHY, "all_reduce": ("rccl_all_reduce_mi300x_vf_1node_8gpu.txt", HEALTHY["all_reduce"][1])}  # fmt: skip
+DEGRADED = {
+    **HEALTHY,
+    "all_reduce": ("rccl_all_reduce_mi300x_vf_1node_8gpu.txt", HEALTHY["all_reduce"][1]),
+}
 MI300X = ClusterExpectations(
     gpu_required=True,
     gpu_vendor="amd",
@@ -151,7 +154,9 @@ def test_collectives_judge_each_host_and_feed_the_dashboard(cluster, tmp_path):
         DATA / DEGRADED["all_reduce"][0]
     ).read_text()
     health = json.loads((run.path / "cluster" / "health.json").read_text())
-    cell = next(c for c in health["checks"] if (c["host"], c["check"]) == ("h2", "all_reduce_intra_busbw"))  # fmt: skip
+    cell = next(
+        c for c in health["checks"] if (c["host"], c["check"]) == ("h2", "all_reduce_intra_busbw")
+    )
     assert (cell["status"], cell["value"]) == ("fail", "293.07 GB/s")
     # the hosts' own facts joined the provenance (GPU count from each host's amd-smi)
     provenance = json.loads((run.path / "provenance.json").read_text())
@@ -167,7 +172,9 @@ def test_collectives_judge_each_host_and_feed_the_dashboard(cluster, tmp_path):
     assert [c.id for c in section.charts] == ["collectives"]
     page = render_html(context)
     assert "Host × check health" in page and "Collective bus bandwidth" in page
-    verify = subprocess.run([POCFORGE, "results", "verify", str(run.path)], capture_output=True, text=True)  # fmt: skip
+    verify = subprocess.run(
+        [POCFORGE, "results", "verify", str(run.path)], capture_output=True, text=True
+    )
     assert verify.returncode == 0, verify.stdout + verify.stderr
 
 

@@ -22,8 +22,15 @@ from tests.results.conftest import build_demo_run
 
 pytestmark = pytest.mark.integration
 
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def _chromium_or_skip() -> str:
@@ -45,8 +52,10 @@ def dashboards(tmp_path_factory) -> dict[str, Path]:
     store = RunStore(tmp_path_factory.mktemp("results"))
     base = build_demo_run(store, "pocforge-sweep-b")
     run = build_demo_run(store, "pocforge-sweep-a")
-    return {"plain": render(run.path, run.path.parent / "plain.html"),
-            "compare": render(run.path, compare=[base.path])}  # fmt: skip
+    return {
+        "plain": render(run.path, run.path.parent / "plain.html"),
+        "compare": render(run.path, compare=[base.path]),
+    }
 
 
 def test_dashboard_in_chromium(dashboards: dict[str, Path], tmp_path: Path) -> None:

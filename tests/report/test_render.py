@@ -25,8 +25,16 @@ def test_dashboard_is_self_contained(demo_run: Run) -> None:
     html = render(demo_run.path).read_text()
     assert not EXTERNAL.search(html), "the dashboard must not load anything from the network"
     assert "Plotly.newPlot" in html and 'id="overall-verdict"' in html
-    for heading in ("Executive summary", "Acceptance criteria", "Serving — chat", "Cluster",
-                    "Provenance", "Caveats", "serving.chat.ttft_ms.p90", "all_reduce"):  # fmt: skip
+    for heading in (
+        "Executive summary",
+        "Acceptance criteria",
+        "Serving — chat",
+        "Cluster",
+        "Provenance",
+        "Caveats",
+        "serving.chat.ttft_ms.p90",
+        "all_reduce",
+    ):
         assert heading in html
     assert "CPUs, not GPUs" in html  # the demo's caveat
     assert html.count('class="chart"') == 3  # pareto, latency, collectives

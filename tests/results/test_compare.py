@@ -70,7 +70,7 @@ def _result(name: str, pts: list[tuple[float, float]], gpus: int) -> ServingResu
         ServingPoint(id=f"c{i}", mode="concurrency", value=float(i),
                      metrics={"tpot_ms": {"median": 1000.0 / x}, "output_throughput": {"value": y * gpus}})
         for i, (x, y) in enumerate(pts)
-    ])  # fmt: skip
+    ])
 
 
 def test_competitor_per_gpu_dollar_watt_golden() -> None:
@@ -78,7 +78,7 @@ def test_competitor_per_gpu_dollar_watt_golden() -> None:
     ours = _result("ours", [(10, 1000), (20, 800), (40, 300)], gpus=8)
     theirs = _result("theirs", [(10, 500), (30, 400)], gpus=4)
     c = compare_competitor("H200", ours, theirs, Cost(gpus=8, price_per_gpu_hour=2.0, power_w_per_gpu=750),
-                           Cost(gpus=4, price_per_gpu_hour=4.0, power_w_per_gpu=700), min_interactivity=15)  # fmt: skip
+                           Cost(gpus=4, price_per_gpu_hour=4.0, power_w_per_gpu=700), min_interactivity=15)
     assert c.ours_best == pytest.approx(800) and c.theirs_best == pytest.approx(400)
     assert c.ratio_best == pytest.approx(2.0)
     assert c.ratio_per_dollar == pytest.approx(4.0)

@@ -23,7 +23,7 @@ SERVING = {
     "aiperf": ([D / "aiperf/c1/profile_export_aiperf.json", D / "aiperf/c4/profile_export_aiperf.json"], ["c1", "c4"], 87.48512472999992, 10.657630638095236, 293.29262040705254, 60),
     "guidellm": ([D / "guidellm/benchmarks.json"], ["c1", "c4"], 47.149658203125, 7.87967046101888, 449.7057128535855, 60),
     "mad": ([D / "mad/perf_Kimi-K3.csv"], ["c1"], 528.9972266182303, 25.388604126196313, 8.090459471567009, 10),
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("fmt", SERVING)

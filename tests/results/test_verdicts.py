@@ -18,7 +18,7 @@ pytestmark = pytest.mark.process
         ("<=", 1, 4, "pass"), ("<=", 4, 6, "inconclusive"), ("<=", 6, 9, "fail"),
         ("<", 1, 5, "inconclusive"), (">=", 5, 9, "pass"), (">", 1, 5, "fail"), (">=", 1, 4, "fail"),
     ],
-)  # fmt: skip
+)
 def test_decide_against_threshold_5(op, lo, hi, expected) -> None:
     assert decide(op, 5.0, lo, hi) == expected
 
@@ -49,7 +49,7 @@ def test_demo_criteria_on_a_real_run(demo_run) -> None:
 def test_operating_point_and_failures(demo_run) -> None:
     """An impossible latency target fails everywhere; p99 with 120 requests has an interval."""
     verdicts = judge_run(demo_run, _criteria("serving.chat.ttft_ms.p99 <= 0.001",
-                                             "serving.chat.output_throughput >= 1"))  # fmt: skip
+                                             "serving.chat.output_throughput >= 1"))
     assert verdicts[0].verdict == "fail" and verdicts[1].verdict == "pass"
     assert "no sweep point met every criterion" in verdicts[0].note
     assert overall(verdicts) == "fail"

@@ -57,8 +57,14 @@ def verdicts(cfg: SweepConfig, per_repeat: list[list[RequestRecord]], repeats: l
     for k, slo in enumerate(cfg.slos):
         if slo.metric in DISTRIBUTION_METRICS:
             groups = [samples(per_repeat[i], slo.metric) for i in ok_idx]
-            out.append(judge(slo, per_repeat_samples=groups, resamples=cfg.bootstrap_resamples,
-                             seed=cfg.seed + k))  # fmt: skip
+            out.append(
+                judge(
+                    slo,
+                    per_repeat_samples=groups,
+                    resamples=cfg.bootstrap_resamples,
+                    seed=cfg.seed + k,
+                )
+            )
         else:
             vals = [repeats[i].metrics.get(slo.metric) for i in ok_idx]
             out.append(judge(slo, per_repeat_values=vals, seed=cfg.seed + k))

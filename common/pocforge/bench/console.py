@@ -16,10 +16,16 @@ class RichProgress(ProgressHooks):
 
     def __init__(self, console: Console | None = None):
         self.console = console or Console(stderr=True)
-        self._bar = Progress(TextColumn("[bold]{task.description}"), BarColumn(),
-                             MofNCompleteColumn(), TextColumn("{task.fields[failed]} failed"),
-                             TimeElapsedColumn(), console=self.console, refresh_per_second=4,
-                             transient=False)  # fmt: skip
+        self._bar = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[failed]} failed"),
+            TimeElapsedColumn(),
+            console=self.console,
+            refresh_per_second=4,
+            transient=False,
+        )
         self._task = None
 
     def start(self, point: str, repeat: int, total: int | None) -> None:
@@ -64,8 +70,21 @@ def summary_table(summary: Summary) -> Table:
     title = f"serving sweep: {summary.config.get('model')} ({summary.status}"
     title += f", mean±95% CI over {repeats} repeats)" if repeats > 1 else ")"
     t = Table(title=title)
-    for col in ("point", "status", "ok/failed", "req/s", "out tok/s", "TTFT p50", "TTFT p99",
-                "TPOT p50", "ITL p99", "E2EL p50", "goodput", "verdicts", "client"):  # fmt: skip
+    for col in (
+        "point",
+        "status",
+        "ok/failed",
+        "req/s",
+        "out tok/s",
+        "TTFT p50",
+        "TTFT p99",
+        "TPOT p50",
+        "ITL p99",
+        "E2EL p50",
+        "goodput",
+        "verdicts",
+        "client",
+    ):
         t.add_column(
             col, justify="left" if col in ("point", "status", "verdicts", "client") else "right"
         )
@@ -76,11 +95,20 @@ def summary_table(summary: Summary) -> Table:
         status = {"ok": "[green]ok[/]", "failed": "[red]failed[/]"}.get(
             p.status, f"[yellow]{p.status}[/]"
         )
-        t.add_row(p.id, status, f"{ok}/{bad}", _fmt(a.get("request_throughput"), "value", 2),
-                  _fmt(a.get("output_throughput"), "value"), _fmt(a.get("ttft_ms"), "p50"),
-                  _fmt(a.get("ttft_ms"), "p99"), _fmt(a.get("tpot_ms"), "p50", 2),
-                  _fmt(a.get("itl_ms"), "p99", 2), _fmt(a.get("e2el_ms"), "p50"),
-                  _fmt(a.get("goodput"), "value", 2), _verdicts(p),
-                  "[red]client-limited[/]" if p.client_limited else "ok")  # fmt: skip
+        t.add_row(
+            p.id,
+            status,
+            f"{ok}/{bad}",
+            _fmt(a.get("request_throughput"), "value", 2),
+            _fmt(a.get("output_throughput"), "value"),
+            _fmt(a.get("ttft_ms"), "p50"),
+            _fmt(a.get("ttft_ms"), "p99"),
+            _fmt(a.get("tpot_ms"), "p50", 2),
+            _fmt(a.get("itl_ms"), "p99", 2),
+            _fmt(a.get("e2el_ms"), "p50"),
+            _fmt(a.get("goodput"), "value", 2),
+            _verdicts(p),
+            "[red]client-limited[/]" if p.client_limited else "ok",
+        )
     t.caption = "ms unless stated; definitions in summary.json"
     return t

@@ -131,8 +131,9 @@ def draw_lengths(lengths: Lengths, n: int, rng: np.random.Generator) -> list[int
     return [int(min(max(round(x), low), high)) for x in rng.normal(lengths.mean, lengths.std, n)]
 
 
-def exact_prompt(tok: Tokenizer, ids: np.ndarray, target: int, pool: np.ndarray,
-                 rng: np.random.Generator) -> tuple[str, int]:  # fmt: skip
+def exact_prompt(
+    tok: Tokenizer, ids: np.ndarray, target: int, pool: np.ndarray, rng: np.random.Generator
+) -> tuple[str, int]:
     """Text whose re-tokenisation has exactly ``target`` tokens, starting from ``ids``.
 
     Decoding random ids and encoding again merges or splits tokens; trim or extend and try
@@ -261,8 +262,14 @@ def _trace(
             continue
         try:
             row = json.loads(line)
-            rows.append((float(row["timestamp"]), int(row["input_length"]),
-                         int(row["output_length"]), list(row.get("hash_ids") or [])))  # fmt: skip
+            rows.append(
+                (
+                    float(row["timestamp"]),
+                    int(row["input_length"]),
+                    int(row["output_length"]),
+                    list(row.get("hash_ids") or []),
+                )
+            )
         except (ValueError, KeyError, TypeError):
             raise DatasetError(
                 f"{p}:{lineno}: need timestamp (ms), input_length, output_length[, hash_ids]"

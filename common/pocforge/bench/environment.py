@@ -40,8 +40,9 @@ def definitions() -> dict[str, MetricDefinition]:
     for name in DISTRIBUTION_METRICS + SCALAR_METRICS:
         m = metric("serving", name)
         if m is not None:
-            out[name] = MetricDefinition(unit=m.unit, definition=m.definition, derived=m.derived,
-                                         better=m.better)  # fmt: skip
+            out[name] = MetricDefinition(
+                unit=m.unit, definition=m.definition, derived=m.derived, better=m.better
+            )
     return out
 
 

@@ -76,8 +76,13 @@ class RunOutcome:
     interrupted: bool = False
 
 
-def arrival_offsets(n: int, rate: float, burstiness: float, rng: np.random.Generator,
-                    duration_s: float | None = None) -> np.ndarray:  # fmt: skip
+def arrival_offsets(
+    n: int,
+    rate: float,
+    burstiness: float,
+    rng: np.random.Generator,
+    duration_s: float | None = None,
+) -> np.ndarray:
     """Send offsets (s) of an open-loop run: gamma inter-arrival gaps with mean 1/rate.
 
     The first request goes at 0, as in vLLM. With ``duration_s`` the count is whatever
@@ -171,9 +176,18 @@ async def run_load(
             return
         i, scheduled_s, raw = pending.popleft()
         spec = requests[i % n_req]
-        rec = build_record(raw, api, point=point, repeat=repeat, index=i, t0=t0,
-                           scheduled_s=scheduled_s, prompt_tokens=spec.prompt_tokens,
-                           requested_output_tokens=spec.max_tokens, count_tokens=count_tokens)  # fmt: skip
+        rec = build_record(
+            raw,
+            api,
+            point=point,
+            repeat=repeat,
+            index=i,
+            t0=t0,
+            scheduled_s=scheduled_s,
+            prompt_tokens=spec.prompt_tokens,
+            requested_output_tokens=spec.max_tokens,
+            count_tokens=count_tokens,
+        )
         records.append(rec)
         if on_record is not None:
             on_record(rec)
@@ -242,16 +256,18 @@ async def run_load(
     return RunOutcome(records, duration, sent, last_send, lag, cpu, interrupted)
 
 
-async def _open_loop(one, requests, load: LoadSpec, t0: float, stop: asyncio.Event,
-                     tasks: set[asyncio.Task], more) -> None:  # fmt: skip
+async def _open_loop(
+    one, requests, load: LoadSpec, t0: float, stop: asyncio.Event, tasks: set[asyncio.Task], more
+) -> None:
     rng = np.random.default_rng(load.seed)
     if load.mode == "trace":
         offsets = np.asarray([r.at_s or 0.0 for r in requests]) / load.value
         if load.num_requests:
             offsets = offsets[: load.num_requests]
     else:
-        offsets = arrival_offsets(load.num_requests or len(requests), load.value, load.burstiness,
-                                  rng, load.duration_s)  # fmt: skip
+        offsets = arrival_offsets(
+            load.num_requests or len(requests), load.value, load.burstiness, rng, load.duration_s
+        )
     sem = asyncio.Semaphore(load.max_concurrency) if load.max_concurrency else None
 
     async def run(i: int, off: float) -> None:

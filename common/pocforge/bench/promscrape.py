@@ -26,9 +26,14 @@ PEAK_GAUGES = (
     "sglang:num_running_reqs",
     "sglang:num_queue_reqs",
 )
-KEY_COUNTERS = ("vllm:num_preemptions_total", "vllm:num_preemptions", "vllm:prompt_tokens_total",
-                "vllm:generation_tokens_total", "vllm:prefix_cache_hits_total",
-                "vllm:prefix_cache_queries_total")  # fmt: skip
+KEY_COUNTERS = (
+    "vllm:num_preemptions_total",
+    "vllm:num_preemptions",
+    "vllm:prompt_tokens_total",
+    "vllm:generation_tokens_total",
+    "vllm:prefix_cache_hits_total",
+    "vllm:prefix_cache_queries_total",
+)
 
 
 class ServerMetrics(BaseModel):

@@ -43,8 +43,9 @@ class Progress:
     def end(self) -> None: ...
 
 
-def _client_health(cfg: SweepConfig, lag: list[float], records: list[RequestRecord],
-                   cpu_s: float, wall_s: float) -> ClientHealth:  # fmt: skip
+def _client_health(
+    cfg: SweepConfig, lag: list[float], records: list[RequestRecord], cpu_s: float, wall_s: float
+) -> ClientHealth:
     loop = describe(lag)
     send = describe([r.client_lag_ms for r in records])
     util = cpu_s / wall_s if wall_s > 0 else 0.0
@@ -56,9 +57,15 @@ def _client_health(cfg: SweepConfig, lag: list[float], records: list[RequestReco
         reasons.append(f"send delay p99 {send['p99']:.1f} ms > {cfg.max_send_delay_p99_ms:g} ms")
     if util > cfg.max_cpu_utilisation:
         reasons.append(f"client CPU {util:.0%} of a core > {cfg.max_cpu_utilisation:.0%}")
-    return ClientHealth(limited=bool(reasons), reasons=reasons, loop_lag_ms=loop,
-                        send_delay_ms=send, cpu_s=cpu_s, cpu_utilisation=util,
-                        cpu_ms_per_chunk=cpu_s * 1000.0 / chunks if chunks else None)  # fmt: skip
+    return ClientHealth(
+        limited=bool(reasons),
+        reasons=reasons,
+        loop_lag_ms=loop,
+        send_delay_ms=send,
+        cpu_s=cpu_s,
+        cpu_utilisation=util,
+        cpu_ms_per_chunk=cpu_s * 1000.0 / chunks if chunks else None,
+    )
 
 
 def _goodput_thresholds(cfg: SweepConfig) -> dict[str, float]:
@@ -69,17 +76,45 @@ def _goodput_thresholds(cfg: SweepConfig) -> dict[str, float]:
     return out
 
 
-async def run_repeat(cfg: SweepConfig, session, transport, url: str, tok: Tokenizer | None,
-                      pid: str, p_idx: int, value: float, rep: int, writer: RecordWriter,
-                      progress: Progress, stop: asyncio.Event) -> tuple[RepeatResult, list[RequestRecord]]:  # fmt: skip
+async def run_repeat(
+    cfg: SweepConfig,
+    session,
+    transport,
+    url: str,
+    tok: Tokenizer | None,
+    pid: str,
+    p_idx: int,
+    value: float,
+    rep: int,
+    writer: RecordWriter,
+    progress: Progress,
+    stop: asyncio.Event,
+) -> tuple[RepeatResult, list[RequestRecord]]:
     started = now()
-    empty = ClientHealth(limited=False, loop_lag_ms=describe([]), send_delay_ms=describe([]),
-                         cpu_s=0.0, cpu_utilisation=0.0)  # fmt: skip
+    empty = ClientHealth(
+        limited=False,
+        loop_lag_ms=describe([]),
+        send_delay_ms=describe([]),
+        cpu_s=0.0,
+        cpu_utilisation=0.0,
+    )
 
     def failed(msg: str) -> tuple[RepeatResult, list[RequestRecord]]:
-        return RepeatResult(repeat=rep, status="failed", error=msg, started_at=started, duration_s=0.0,
-                            requests_sent=0, completed=0, failed=0, offered_rate=None,
-                            achieved_rate=None, peak_concurrency=0, metrics={}, client=empty), []  # fmt: skip
+        return RepeatResult(
+            repeat=rep,
+            status="failed",
+            error=msg,
+            started_at=started,
+            duration_s=0.0,
+            requests_sent=0,
+            completed=0,
+            failed=0,
+            offered_rate=None,
+            achieved_rate=None,
+            peak_concurrency=0,
+            metrics={},
+            client=empty,
+        ), []
 
     try:
         await check_server(session, cfg.base_url, None)
@@ -87,22 +122,46 @@ async def run_repeat(cfg: SweepConfig, session, transport, url: str, tok: Tokeni
         return failed(str(exc))
     # Distinct prompts per point and repeat: a server's prefix cache must not see repeats.
     n = cfg.num_prompts or 1000
-    ds = cfg.dataset.model_copy(update={"seed": int(np.random.SeedSequence(
-        [cfg.dataset.seed, p_idx, rep]).generate_state(1)[0])})  # fmt: skip
+    ds = cfg.dataset.model_copy(
+        update={
+            "seed": int(np.random.SeedSequence([cfg.dataset.seed, p_idx, rep]).generate_state(1)[0])
+        }
+    )
     if cfg.dataset.kind == "trace":
         reqs = build_requests(ds, cfg.num_prompts or 0, tok)
     else:
         reqs = build_requests(ds, n + cfg.warmup, tok)
     warm = reqs[n:] if cfg.warmup and cfg.dataset.kind != "trace" else reqs[: cfg.warmup]
     main_reqs = reqs[:n] if cfg.dataset.kind != "trace" else reqs
-    load = LoadSpec(mode=cfg.mode, value=value, num_requests=None if cfg.duration_s else len(main_reqs),
-                    duration_s=cfg.duration_s, burstiness=cfg.burstiness,
-                    max_concurrency=cfg.max_concurrency, warmup=0, seed=cfg.seed + 7919 * p_idx + rep)  # fmt: skip
+    load = LoadSpec(
+        mode=cfg.mode,
+        value=value,
+        num_requests=None if cfg.duration_s else len(main_reqs),
+        duration_s=cfg.duration_s,
+        burstiness=cfg.burstiness,
+        max_concurrency=cfg.max_concurrency,
+        warmup=0,
+        seed=cfg.seed + 7919 * p_idx + rep,
+    )
     if warm:
-        wload = LoadSpec(mode="concurrency", value=value if cfg.mode == "concurrency" else
-                         (cfg.max_concurrency or 8), num_requests=len(warm))  # fmt: skip
-        await run_load(transport, url, cfg.api, cfg.model, warm, wload, point=pid, repeat=rep,
-                       ignore_eos=cfg.ignore_eos, extra_body=cfg.extra_body, stop=stop)  # fmt: skip
+        wload = LoadSpec(
+            mode="concurrency",
+            value=value if cfg.mode == "concurrency" else (cfg.max_concurrency or 8),
+            num_requests=len(warm),
+        )
+        await run_load(
+            transport,
+            url,
+            cfg.api,
+            cfg.model,
+            warm,
+            wload,
+            point=pid,
+            repeat=rep,
+            ignore_eos=cfg.ignore_eos,
+            extra_body=cfg.extra_body,
+            stop=stop,
+        )
     scraper = Scraper(session, cfg.base_url) if cfg.scrape_metrics else None
     if scraper:
         await scraper.start()
@@ -112,10 +171,21 @@ async def run_repeat(cfg: SweepConfig, session, transport, url: str, tok: Tokeni
         writer.add(rec)
         progress.advance(rec)
 
-    outcome = await run_load(transport, url, cfg.api, cfg.model, main_reqs, load, point=pid, repeat=rep,
-                             ignore_eos=cfg.ignore_eos, extra_body=cfg.extra_body,
-                             on_record=on_record, stop=stop,
-                             count_tokens=tok.count if tok else None)  # fmt: skip
+    outcome = await run_load(
+        transport,
+        url,
+        cfg.api,
+        cfg.model,
+        main_reqs,
+        load,
+        point=pid,
+        repeat=rep,
+        ignore_eos=cfg.ignore_eos,
+        extra_body=cfg.extra_body,
+        on_record=on_record,
+        stop=stop,
+        count_tokens=tok.count if tok else None,
+    )
     progress.end()
     writer.flush()
     server = await scraper.stop() if scraper else None
@@ -139,11 +209,20 @@ async def run_repeat(cfg: SweepConfig, session, transport, url: str, tok: Tokeni
     offered = value if cfg.mode == "rate" and math.isfinite(value) else None
     achieved = (outcome.sent - 1) / outcome.send_span_s if outcome.send_span_s > 0 else None
     metrics = run_metrics(recs, outcome.duration_s, _goodput_thresholds(cfg), cfg.gpus)
-    result = RepeatResult(repeat=rep, status=status, error=error, started_at=started,
-                          duration_s=outcome.duration_s, requests_sent=outcome.sent, completed=done,
-                          failed=len(recs) - done, offered_rate=offered, achieved_rate=achieved,
-                          peak_concurrency=peak_concurrency(recs), metrics=metrics,
-                          client=_client_health(cfg, outcome.loop_lag_ms, recs, outcome.cpu_s,
-                                                outcome.duration_s),
-                          server=server)  # fmt: skip
+    result = RepeatResult(
+        repeat=rep,
+        status=status,
+        error=error,
+        started_at=started,
+        duration_s=outcome.duration_s,
+        requests_sent=outcome.sent,
+        completed=done,
+        failed=len(recs) - done,
+        offered_rate=offered,
+        achieved_rate=achieved,
+        peak_concurrency=peak_concurrency(recs),
+        metrics=metrics,
+        client=_client_health(cfg, outcome.loop_lag_ms, recs, outcome.cpu_s, outcome.duration_s),
+        server=server,
+    )
     return result, recs

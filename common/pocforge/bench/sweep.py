@@ -49,33 +49,73 @@ async def _sweep(
         served = await check_server(session, cfg.base_url, cfg.model)
         transport = open_transport(kind, session, cfg.timeout_s)
         try:
-            return await _points(cfg, out_dir, progress, stop, session, transport, url, tok,
-                                 environment(served, kind))  # fmt: skip
+            return await _points(
+                cfg,
+                out_dir,
+                progress,
+                stop,
+                session,
+                transport,
+                url,
+                tok,
+                environment(served, kind),
+            )
         finally:
             await transport.aclose()
 
 
-async def _points(cfg: SweepConfig, out_dir: Path, progress: Progress, stop: asyncio.Event,
-                  session: aiohttp.ClientSession, transport, url: str, tok: Tokenizer | None,
-                  env: Environment) -> Summary:  # fmt: skip
-    summary = Summary(status="running", started_at=now(), config=cfg.model_dump(mode="json"),
-                      definitions=definitions(), definition_notes=DEFINITION_NOTES,
-                      environment=env)  # fmt: skip
+async def _points(
+    cfg: SweepConfig,
+    out_dir: Path,
+    progress: Progress,
+    stop: asyncio.Event,
+    session: aiohttp.ClientSession,
+    transport,
+    url: str,
+    tok: Tokenizer | None,
+    env: Environment,
+) -> Summary:
+    summary = Summary(
+        status="running",
+        started_at=now(),
+        config=cfg.model_dump(mode="json"),
+        definitions=definitions(),
+        definition_notes=DEFINITION_NOTES,
+        environment=env,
+    )
     write_summary(summary, out_dir)
     for p_idx, value in enumerate(cfg.values):
         if stop.is_set():
             break
         pid = cfg.point_id(value)
-        point = PointSummary(id=pid, mode=cfg.mode, value=value, status="ok",
-                             records_file=f"requests-{pid}.jsonl", repeats=[])  # fmt: skip
+        point = PointSummary(
+            id=pid,
+            mode=cfg.mode,
+            value=value,
+            status="ok",
+            records_file=f"requests-{pid}.jsonl",
+            repeats=[],
+        )
         summary.points.append(point)
         per_repeat: list[list[RequestRecord]] = []
         with RecordWriter(out_dir / point.records_file) as writer:
             for rep in range(cfg.repeats):
                 if stop.is_set():
                     break
-                result, recs = await run_repeat(cfg, session, transport, url, tok, pid, p_idx,
-                                                 value, rep, writer, progress, stop)  # fmt: skip
+                result, recs = await run_repeat(
+                    cfg,
+                    session,
+                    transport,
+                    url,
+                    tok,
+                    pid,
+                    p_idx,
+                    value,
+                    rep,
+                    writer,
+                    progress,
+                    stop,
+                )
                 per_repeat.append(recs)
                 point.repeats.append(result)
                 write_summary(summary, out_dir)
@@ -103,8 +143,11 @@ async def _points(cfg: SweepConfig, out_dir: Path, progress: Progress, stop: asy
         summary.status = "failed"
     else:
         summary.status = "complete"
-    passing = [p for p in summary.points
-               if p.status == "ok" and p.verdicts and all(v.verdict == "pass" for v in p.verdicts)]  # fmt: skip
+    passing = [
+        p
+        for p in summary.points
+        if p.status == "ok" and p.verdicts and all(v.verdict == "pass" for v in p.verdicts)
+    ]
     if passing:
         summary.best_passing_point = max(passing, key=lambda p: p.value).id
     write_summary(summary, out_dir)

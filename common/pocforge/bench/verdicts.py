@@ -120,8 +120,13 @@ def judge(
     """
     reg = metric("serving", slo.metric)
     better = reg.better if reg else "lower"
-    base = {"slo": str(slo), "metric": slo.metric, "statistic": slo.statistic,
-            "threshold": slo.threshold, "better": better}  # fmt: skip
+    base = {
+        "slo": str(slo),
+        "metric": slo.metric,
+        "statistic": slo.statistic,
+        "threshold": slo.threshold,
+        "better": better,
+    }
 
     op = op_for(better)
 
@@ -132,37 +137,90 @@ def judge(
         groups = [np.asarray(s, dtype=float) for s in (per_repeat_samples or []) if len(s)]
         n = int(sum(g.size for g in groups))
         if n == 0:
-            return Verdict(**base, verdict="inconclusive", estimate=None, ci_low=None, ci_high=None,
-                           method="none", margin=None, margin_pct=None, n=0,
-                           note="no successful requests")  # fmt: skip
+            return Verdict(
+                **base,
+                verdict="inconclusive",
+                estimate=None,
+                ci_low=None,
+                ci_high=None,
+                method="none",
+                margin=None,
+                margin_pct=None,
+                n=0,
+                note="no successful requests",
+            )
         est = statistic(np.concatenate(groups), slo.statistic)
         mg, mp = margin(est)
         need = samples_needed(slo.statistic)
         if n < need:
-            return Verdict(**base, verdict="inconclusive", estimate=est, ci_low=None, ci_high=None,
-                           method="none", margin=mg, margin_pct=mp, n=n,
-                           note=f"{n} samples; {slo.statistic} needs at least {need}")  # fmt: skip
+            return Verdict(
+                **base,
+                verdict="inconclusive",
+                estimate=est,
+                ci_low=None,
+                ci_high=None,
+                method="none",
+                margin=mg,
+                margin_pct=mp,
+                n=n,
+                note=f"{n} samples; {slo.statistic} needs at least {need}",
+            )
         rng = np.random.default_rng(seed)
         lo, hi = bootstrap_interval(groups, slo.statistic, resamples, rng)
         method = "bootstrap" if len(groups) == 1 else "hierarchical-bootstrap"
-        return Verdict(**base, verdict=decide(op, slo.threshold, lo, hi), estimate=est,
-                       ci_low=lo, ci_high=hi, method=method, margin=mg, margin_pct=mp, n=n)  # fmt: skip
+        return Verdict(
+            **base,
+            verdict=decide(op, slo.threshold, lo, hi),
+            estimate=est,
+            ci_low=lo,
+            ci_high=hi,
+            method=method,
+            margin=mg,
+            margin_pct=mp,
+            n=n,
+        )
 
     vals = [float(v) for v in (per_repeat_values or []) if v is not None and np.isfinite(v)]
     if not vals:
-        return Verdict(**base, verdict="inconclusive", estimate=None, ci_low=None, ci_high=None,
-                       method="none", margin=None, margin_pct=None, n=0,
-                       note="metric not available")  # fmt: skip
+        return Verdict(
+            **base,
+            verdict="inconclusive",
+            estimate=None,
+            ci_low=None,
+            ci_high=None,
+            method="none",
+            margin=None,
+            margin_pct=None,
+            n=0,
+            note="metric not available",
+        )
     ci = t_interval(vals)
     if ci is None:
         est = vals[0]
         mg, mp = margin(est)
         verdict = decide(op, slo.threshold, est, est)
-        return Verdict(**base, verdict=verdict, estimate=est, ci_low=None, ci_high=None,
-                       method="point", margin=mg, margin_pct=mp, n=1,
-                       note="one repeat: no interval; use --repeats >= 2 for one")  # fmt: skip
+        return Verdict(
+            **base,
+            verdict=verdict,
+            estimate=est,
+            ci_low=None,
+            ci_high=None,
+            method="point",
+            margin=mg,
+            margin_pct=mp,
+            n=1,
+            note="one repeat: no interval; use --repeats >= 2 for one",
+        )
     est, lo, hi = ci
     mg, mp = margin(est)
-    return Verdict(**base, verdict=decide(op, slo.threshold, lo, hi), estimate=est,
-                   ci_low=lo, ci_high=hi, method="t-interval", margin=mg, margin_pct=mp,
-                   n=len(vals))  # fmt: skip
+    return Verdict(
+        **base,
+        verdict=decide(op, slo.threshold, lo, hi),
+        estimate=est,
+        ci_low=lo,
+        ci_high=hi,
+        method="t-interval",
+        margin=mg,
+        margin_pct=mp,
+        n=len(vals),
+    )

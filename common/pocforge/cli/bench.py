@@ -79,8 +79,12 @@ def bench() -> None:
 @click.option(
     "--api", type=click.Choice(["completions", "chat"]), default="completions", show_default=True
 )
-@click.option("--dataset", type=click.Choice(["random", "sharegpt", "shared-prefix", "trace"]),
-              default="random", show_default=True)  # fmt: skip
+@click.option(
+    "--dataset",
+    type=click.Choice(["random", "sharegpt", "shared-prefix", "trace"]),
+    default="random",
+    show_default=True,
+)
 @click.option("--dataset-path", type=click.Path(), help="ShareGPT JSON or trace JSONL.")
 @click.option(
     "--isl",
@@ -179,15 +183,35 @@ def serve(**kw) -> None:
             parse_slo(s)
         osl = kw["osl"] or (None if kw["dataset"] == "sharegpt" else "128")
         cfg = SweepConfig(
-            base_url=kw["base_url"], model=kw["model"], api=kw["api"], tokenizer=tokenizer,
-            dataset=DatasetConfig(kind=kw["dataset"], isl=kw["isl"], osl=osl, path=kw["dataset_path"],
-                                  groups=kw["groups"], prefix_len=kw["prefix_len"], seed=kw["seed"]),
-            mode=mode, values=values, num_prompts=kw["num_prompts"], duration_s=kw["duration"],
-            repeats=kw["repeats"], warmup=kw["warmup"], burstiness=kw["burstiness"],
-            max_concurrency=kw["max_concurrency"], slos=list(kw["slos"]), ignore_eos=kw["ignore_eos"],
-            gpus=kw["gpus"], timeout_s=kw["timeout"], scrape_metrics=kw["scrape"], seed=kw["seed"],
+            base_url=kw["base_url"],
+            model=kw["model"],
+            api=kw["api"],
+            tokenizer=tokenizer,
+            dataset=DatasetConfig(
+                kind=kw["dataset"],
+                isl=kw["isl"],
+                osl=osl,
+                path=kw["dataset_path"],
+                groups=kw["groups"],
+                prefix_len=kw["prefix_len"],
+                seed=kw["seed"],
+            ),
+            mode=mode,
+            values=values,
+            num_prompts=kw["num_prompts"],
+            duration_s=kw["duration"],
+            repeats=kw["repeats"],
+            warmup=kw["warmup"],
+            burstiness=kw["burstiness"],
+            max_concurrency=kw["max_concurrency"],
+            slos=list(kw["slos"]),
+            ignore_eos=kw["ignore_eos"],
+            gpus=kw["gpus"],
+            timeout_s=kw["timeout"],
+            scrape_metrics=kw["scrape"],
+            seed=kw["seed"],
             transport=kw["transport"],
-        )  # fmt: skip
+        )
     except (DatasetError, SLOError) as exc:
         raise OneLineError(str(exc)) from None
     except ValidationError as exc:

@@ -16,16 +16,28 @@ from pocforge.cli.common import fail
     "--out", type=click.Path(dir_okay=False), help="HTML file (default: <run>/dashboard.html)."
 )
 @click.option("--pdf", is_flag=True, help="Also print a PDF next to it (headless Chromium).")
-@click.option("--price-per-gpu-hour", type=click.FloatRange(min=0, min_open=True),
-              help="Our GPU price, for per-dollar comparisons with competitors.")  # fmt: skip
-@click.option("--power-w-per-gpu", type=click.FloatRange(min=0, min_open=True),
-              help="Our GPU power, for per-watt comparisons with competitors.")  # fmt: skip
+@click.option(
+    "--price-per-gpu-hour",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Our GPU price, for per-dollar comparisons with competitors.",
+)
+@click.option(
+    "--power-w-per-gpu",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Our GPU power, for per-watt comparisons with competitors.",
+)
 @click.option(
     "--root", type=click.Path(file_okay=False), help="Results folder (default: results/)."
 )
-def report_cmd(run: str, compare: tuple[str, ...], out: str | None, pdf: bool,
-               price_per_gpu_hour: float | None, power_w_per_gpu: float | None,
-               root: str | None) -> None:  # fmt: skip
+def report_cmd(
+    run: str,
+    compare: tuple[str, ...],
+    out: str | None,
+    pdf: bool,
+    price_per_gpu_hour: float | None,
+    power_w_per_gpu: float | None,
+    root: str | None,
+) -> None:
     """Write the customer dashboard of RUN (<poc> = its newest run, <poc>/<run-id>, or a folder)."""
     from pocforge.report import render
     from pocforge.report.pdf import PdfError, print_pdf
@@ -37,8 +49,12 @@ def report_cmd(run: str, compare: tuple[str, ...], out: str | None, pdf: bool,
     try:
         path = store.resolve(run)
         baselines = [store.resolve(c) for c in compare]
-        html = render(path, out, baselines,
-                      Cost(price_per_gpu_hour=price_per_gpu_hour, power_w_per_gpu=power_w_per_gpu))  # fmt: skip
+        html = render(
+            path,
+            out,
+            baselines,
+            Cost(price_per_gpu_hour=price_per_gpu_hour, power_w_per_gpu=power_w_per_gpu),
+        )
     except (RunError, SchemaError) as exc:
         fail(str(exc))
     click.echo(f"dashboard: {html}")

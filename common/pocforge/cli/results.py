@@ -82,9 +82,13 @@ def schema_cmd(out: str) -> None:
 
 @click.command("import")
 @click.argument("files", nargs=-1, required=True, type=click.Path())
-@click.option("--format", "fmt", required=True,
-              type=click.Choice(["vllm", "sglang", "aiperf", "guidellm", "mad", "nccl-tests", "rccl-tests"]),
-              help="Tool that produced FILES.")  # fmt: skip
+@click.option(
+    "--format",
+    "fmt",
+    required=True,
+    type=click.Choice(["vllm", "sglang", "aiperf", "guidellm", "mad", "nccl-tests", "rccl-tests"]),
+    help="Tool that produced FILES.",
+)
 @click.option("--as", "as_ref", help="POC/RUN to store it as (default: imported/<new id>).")
 @click.option(
     "--workload", default="imported", show_default=True, help="Workload name of serving results."
@@ -95,8 +99,14 @@ def schema_cmd(out: str) -> None:
 @click.option(
     "--root", type=click.Path(file_okay=False), help="Results folder (default: results/)."
 )
-def import_cmd(files: tuple[str, ...], fmt: str, as_ref: str | None, workload: str,
-               gpus: int | None, root: str | None) -> None:  # fmt: skip
+def import_cmd(
+    files: tuple[str, ...],
+    fmt: str,
+    as_ref: str | None,
+    workload: str,
+    gpus: int | None,
+    root: str | None,
+) -> None:
     """Normalise other tools' result FILES into a run (one file per sweep point)."""
     from pocforge.results.importers import ResultImportError, import_files
     from pocforge.results.schema import SchemaError
@@ -105,8 +115,14 @@ def import_cmd(files: tuple[str, ...], fmt: str, as_ref: str | None, workload: s
     if as_ref and (as_ref.count("/") > 1 or not as_ref.strip("/")):
         fail(f"--as {as_ref!r}: write it as POC or POC/RUN")
     try:
-        run = import_files([Path(f) for f in files], fmt, store=_store(root), as_ref=as_ref,
-                           workload=workload, gpus=gpus)  # fmt: skip
+        run = import_files(
+            [Path(f) for f in files],
+            fmt,
+            store=_store(root),
+            as_ref=as_ref,
+            workload=workload,
+            gpus=gpus,
+        )
     except (ResultImportError, RunError, SchemaError) as exc:
         fail(str(exc))
     click.echo(f"imported {len(files)} file(s) as {run.id} -> {run.path}")

@@ -22,10 +22,10 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from pocforge import atomic
 from pocforge.cluster.events import ClusterResult, EventCollector
 from pocforge.cluster.expectations import ClusterExpectations
 from pocforge.cluster.records import write_collectives, write_health, write_provenance
-from pocforge import atomic
 from pocforge.paths import playbooks_dir
 
 PLAYBOOKS = {
@@ -144,7 +144,9 @@ def run_playbook_stage(
 
 
 def _save(result: ClusterResult, out_dir: Path, ident: str) -> None:
-    atomic.write_text(out_dir / f"{ident}.json", json.dumps(result.to_dict(), indent=2, default=str))
+    atomic.write_text(
+        out_dir / f"{ident}.json", json.dumps(result.to_dict(), indent=2, default=str)
+    )
     facts_dir = out_dir / "facts"
     facts_dir.mkdir(exist_ok=True)
     for name, host in result.hosts.items():

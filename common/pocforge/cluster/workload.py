@@ -87,7 +87,9 @@ def workload_vars(
         )
         out["workload_health_urls"] = urls
         out["workload_benchmark_commands"] = [
-            bench_serve_argv(sweep_config(spec, w, base, model_path(spec)), pocforge, f"bench/{w.name}")
+            bench_serve_argv(
+                sweep_config(spec, w, base, model_path(spec)), pocforge, f"bench/{w.name}"
+            )
             for w in spec.serving.workloads
         ]
     elif kind == "train":

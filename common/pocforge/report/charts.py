@@ -68,29 +68,56 @@ def pareto(
         front = pareto_front([(x, y) for x, y, _ in pts])
         mine = name == "this run"
         symbols = ["x" if mine and pid in failing_points else "circle" for _, _, pid in pts]
-        fig.add_trace(go.Scatter(
-            x=[x for x, _, _ in pts], y=[y for _, y, _ in pts], mode="markers+text" if mine else "markers",
-            text=[pid for _, _, pid in pts] if mine else None, textposition="top center",
-            marker={"color": color, "size": 9 if mine else 7, "symbol": symbols},
-            name=f"{name} points", legendgroup=name, showlegend=False,
-            hovertemplate="%{text}<br>%{x:.1f} tok/s/user<br>%{y:.1f} tok/s/GPU<extra>" + name + "</extra>",
-        ))  # fmt: skip
-        fig.add_trace(go.Scatter(
-            x=[x for x, _ in front], y=[y for _, y in front], mode="lines",
-            line={"color": color, "width": 3 if mine else 2, "dash": "solid" if mine else "dash"},
-            name=name, legendgroup=name,
-        ))  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=[x for x, _, _ in pts],
+                y=[y for _, y, _ in pts],
+                mode="markers+text" if mine else "markers",
+                text=[pid for _, _, pid in pts] if mine else None,
+                textposition="top center",
+                marker={"color": color, "size": 9 if mine else 7, "symbol": symbols},
+                name=f"{name} points",
+                legendgroup=name,
+                showlegend=False,
+                hovertemplate="%{text}<br>%{x:.1f} tok/s/user<br>%{y:.1f} tok/s/GPU<extra>"
+                + name
+                + "</extra>",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=[x for x, _ in front],
+                y=[y for _, y in front],
+                mode="lines",
+                line={
+                    "color": color,
+                    "width": 3 if mine else 2,
+                    "dash": "solid" if mine else "dash",
+                },
+                name=name,
+                legendgroup=name,
+            )
+        )
     if min_interactivity is not None and xs_all:
         right = max(max(xs_all) * 1.15, min_interactivity * 1.2)
         fig.add_vrect(
-            x0=min_interactivity, x1=right, fillcolor="#2da44e", opacity=0.08, line_width=0,
-            annotation_text=slo_label or "SLO region", annotation_position="top left",
-        )  # fmt: skip
+            x0=min_interactivity,
+            x1=right,
+            fillcolor="#2da44e",
+            opacity=0.08,
+            line_width=0,
+            annotation_text=slo_label or "SLO region",
+            annotation_position="top left",
+        )
     return _layout(
-        fig, f"Throughput vs interactivity — {result.workload}",
-        xaxis={"title": {"text": "interactivity (output tokens/s per user)"}, "rangemode": "tozero"},
+        fig,
+        f"Throughput vs interactivity — {result.workload}",
+        xaxis={
+            "title": {"text": "interactivity (output tokens/s per user)"},
+            "rangemode": "tozero",
+        },
         yaxis={"title": {"text": "output tokens/s per GPU"}, "rangemode": "tozero"},
-    )  # fmt: skip
+    )
 
 
 def latency_percentiles(result: ServingResult) -> go.Figure:
@@ -109,23 +136,48 @@ def latency_percentiles(result: ServingResult) -> go.Figure:
             ys = [p.metrics.get(m, {}).get(stat) for p in result.points]
             if all(y is None for y in ys):
                 continue
-            fig.add_trace(go.Scatter(
-                x=ids, y=ys, mode="lines+markers", name=stat, legendgroup=stat, showlegend=col == 1,
-                line={"color": (OURS, PALETTE[0], PALETTE[2])[k]},
-            ), row=1, col=col)  # fmt: skip
+            fig.add_trace(
+                go.Scatter(
+                    x=ids,
+                    y=ys,
+                    mode="lines+markers",
+                    name=stat,
+                    legendgroup=stat,
+                    showlegend=col == 1,
+                    line={"color": (OURS, PALETTE[0], PALETTE[2])[k]},
+                ),
+                row=1,
+                col=col,
+            )
     return _layout(fig, f"Latency percentiles per sweep point — {result.workload}")
 
 
 def loss_curve(result: TrainingResult) -> go.Figure:
-    fig = go.Figure(go.Scatter(
-        x=[s.step for s in result.steps], y=[s.loss for s in result.steps], mode="lines+markers",
-        line={"color": OURS}, name="loss",
-    ))  # fmt: skip
+    fig = go.Figure(
+        go.Scatter(
+            x=[s.step for s in result.steps],
+            y=[s.loss for s in result.steps],
+            mode="lines+markers",
+            line={"color": OURS},
+            name="loss",
+        )
+    )
     if result.warmup_steps:
-        fig.add_vrect(x0=0, x1=result.warmup_steps, fillcolor="#6e7781", opacity=0.1, line_width=0,
-                      annotation_text="warm-up", annotation_position="top left")  # fmt: skip
-    return _layout(fig, "Training loss", xaxis={"title": {"text": "step"}},
-                   yaxis={"title": {"text": "loss (nats)"}})  # fmt: skip
+        fig.add_vrect(
+            x0=0,
+            x1=result.warmup_steps,
+            fillcolor="#6e7781",
+            opacity=0.1,
+            line_width=0,
+            annotation_text="warm-up",
+            annotation_position="top left",
+        )
+    return _layout(
+        fig,
+        "Training loss",
+        xaxis={"title": {"text": "step"}},
+        yaxis={"title": {"text": "loss (nats)"}},
+    )
 
 
 def kernel_bars(result: KernelResults) -> go.Figure:
@@ -135,10 +187,28 @@ def kernel_bars(result: KernelResults) -> go.Figure:
     fig = make_subplots(
         rows=1, cols=2, subplot_titles=["% of roofline", "speedup vs torch reference"]
     )
-    fig.add_trace(go.Bar(x=[r.pct_roofline for r in result.rows], y=labels, orientation="h",
-                         marker_color=OURS, name="% roofline"), row=1, col=1)  # fmt: skip
-    fig.add_trace(go.Bar(x=[r.speedup_vs_reference for r in result.rows], y=labels, orientation="h",
-                         marker_color=PALETTE[0], name="speedup"), row=1, col=2)  # fmt: skip
+    fig.add_trace(
+        go.Bar(
+            x=[r.pct_roofline for r in result.rows],
+            y=labels,
+            orientation="h",
+            marker_color=OURS,
+            name="% roofline",
+        ),
+        row=1,
+        col=1,
+    )
+    fig.add_trace(
+        go.Bar(
+            x=[r.speedup_vs_reference for r in result.rows],
+            y=labels,
+            orientation="h",
+            marker_color=PALETTE[0],
+            name="speedup",
+        ),
+        row=1,
+        col=2,
+    )
     fig.update_yaxes(showticklabels=False, row=1, col=2)
     return _layout(fig, "Kernels", showlegend=False, height=max(300, 40 + 28 * len(labels)))
 
@@ -147,10 +217,18 @@ def collective_curves(results: Sequence[CollectiveResult]) -> go.Figure:
     fig = go.Figure()
     for i, r in enumerate(results):
         color = OURS if i == 0 else PALETTE[(i - 1) % len(PALETTE)]
-        fig.add_trace(go.Scatter(
-            x=[row.bytes for row in r.rows], y=[row.busbw_gbs for row in r.rows], mode="lines+markers",
-            name=f"{r.collective} ({r.ranks} ranks, {r.nodes} node{'s' if r.nodes != 1 else ''})",
-            line={"color": color},
-        ))  # fmt: skip
-    return _layout(fig, "Collective bus bandwidth", xaxis={"type": "log", "title": {"text": "message size (bytes)"}},
-                   yaxis={"title": {"text": "bus bandwidth (GB/s)"}})  # fmt: skip
+        fig.add_trace(
+            go.Scatter(
+                x=[row.bytes for row in r.rows],
+                y=[row.busbw_gbs for row in r.rows],
+                mode="lines+markers",
+                name=f"{r.collective} ({r.ranks} ranks, {r.nodes} node{'s' if r.nodes != 1 else ''})",
+                line={"color": color},
+            )
+        )
+    return _layout(
+        fig,
+        "Collective bus bandwidth",
+        xaxis={"type": "log", "title": {"text": "message size (bytes)"}},
+        yaxis={"title": {"text": "bus bandwidth (GB/s)"}},
+    )

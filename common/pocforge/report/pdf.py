@@ -51,9 +51,13 @@ def print_pdf(html_file: str | Path, pdf_file: str | Path, timeout_s: float = 12
     html_file, pdf_file = Path(html_file).resolve(), Path(pdf_file).resolve()
     with tempfile.TemporaryDirectory(prefix="pocforge-chromium-") as profile:
         cmd = [
-            chromium(), *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=20000",
-            f"--print-to-pdf={pdf_file}", html_file.as_uri(),
-        ]  # fmt: skip
+            chromium(),
+            *FLAGS,
+            f"--user-data-dir={profile}",
+            "--virtual-time-budget=20000",
+            f"--print-to-pdf={pdf_file}",
+            html_file.as_uri(),
+        ]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:

@@ -142,10 +142,13 @@ def build(
         min_inter = 1000.0 / min(s["max_ms"] for s in tpot) if tpot else None
         label = f"SLO: TPOT p{tpot[0]['percentile']:g} ≤ {tpot[0]['max_ms']:g} ms" if tpot else None
         failing = [
-            p.id for p in result.points for s in slos if s.get("metric") != "tpot_ms"
+            p.id
+            for p in result.points
+            for s in slos
+            if s.get("metric") != "tpot_ms"
             and (v := p.metrics.get(s["metric"], {}).get(f"p{s['percentile']:g}")) is not None
             and v > s["max_ms"]
-        ]  # fmt: skip
+        ]
         others = []
         for b in baselines:
             if workload in b.serving:
@@ -163,8 +166,11 @@ def build(
             )
             for r in match:
                 others.append((comp["name"], r, comp.get("gpus") or r.gpus))
-                theirs = Cost(gpus=comp.get("gpus"), price_per_gpu_hour=comp.get("price_per_gpu_hour"),
-                              power_w_per_gpu=comp.get("power_w_per_gpu"))  # fmt: skip
+                theirs = Cost(
+                    gpus=comp.get("gpus"),
+                    price_per_gpu_hour=comp.get("price_per_gpu_hour"),
+                    power_w_per_gpu=comp.get("power_w_per_gpu"),
+                )
                 mine = ours_cost or Cost()
                 mine = mine.model_copy(update={"gpus": mine.gpus or gpus})
                 comparisons.append(
@@ -186,21 +192,43 @@ def build(
         rows = []
         for p in result.points:
             x = interactivity(p)
-            rows.append({
-                "id": p.id, "status": p.status, "requests": p.requests, "failed": p.failed,
-                "repeats": p.repeats, "client_limited": p.client_limited,
-                "tput": p.metrics.get("output_throughput", {}).get("value"),
-                "tput_gpu": throughput_per_gpu(p, gpus), "interactivity": x,
-                "goodput": p.metrics.get("goodput", {}).get("value"),
-                "lat": {m_: {s: p.metrics.get(m_, {}).get(s) for s in SERVING_TABLE_STATS}
-                        for m_ in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")},
-            })  # fmt: skip
+            rows.append(
+                {
+                    "id": p.id,
+                    "status": p.status,
+                    "requests": p.requests,
+                    "failed": p.failed,
+                    "repeats": p.repeats,
+                    "client_limited": p.client_limited,
+                    "tput": p.metrics.get("output_throughput", {}).get("value"),
+                    "tput_gpu": throughput_per_gpu(p, gpus),
+                    "interactivity": x,
+                    "goodput": p.metrics.get("goodput", {}).get("value"),
+                    "lat": {
+                        m_: {s: p.metrics.get(m_, {}).get(s) for s in SERVING_TABLE_STATS}
+                        for m_ in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
+                    },
+                }
+            )
         serving_rows.append({"workload": workload, "tool": result.tool, "gpus": gpus})
-        sec = Section(id=f"serving-{workload}", title=f"Serving — {workload}",
-                      body={"rows": rows, "result": result, "gpus": gpus, "slos": slos,
-                            "notes": result.notes})  # fmt: skip
-        sec.charts.append(Chart(f"pareto-{workload}", "Pareto", charts.to_json(
-            charts.pareto(result, gpus, others, min_inter, label, failing))))  # fmt: skip
+        sec = Section(
+            id=f"serving-{workload}",
+            title=f"Serving — {workload}",
+            body={
+                "rows": rows,
+                "result": result,
+                "gpus": gpus,
+                "slos": slos,
+                "notes": result.notes,
+            },
+        )
+        sec.charts.append(
+            Chart(
+                f"pareto-{workload}",
+                "Pareto",
+                charts.to_json(charts.pareto(result, gpus, others, min_inter, label, failing)),
+            )
+        )
         sec.charts.append(
             Chart(
                 f"latency-{workload}", "Latency", charts.to_json(charts.latency_percentiles(result))
@@ -209,16 +237,25 @@ def build(
         sections.append(sec)
 
     if data.training is not None:
-        sections.append(Section("training", "Training", [Chart("loss", "Loss", charts.to_json(charts.loss_curve(data.training)))],
-                                {"result": data.training}))  # fmt: skip
+        sections.append(
+            Section(
+                "training",
+                "Training",
+                [Chart("loss", "Loss", charts.to_json(charts.loss_curve(data.training)))],
+                {"result": data.training},
+            )
+        )
     if data.kernels is not None and data.kernels.rows:
         if not data.kernels.timed:
             caveats.append(
                 "kernel times were not measured on a GPU (interpreter): % of roofline is not meaningful"
             )
         bars = [Chart("kernels", "Kernels", charts.to_json(charts.kernel_bars(data.kernels)))]
-        sections.append(Section("kernels", "Kernels", bars if data.kernels.timed else [],
-                                {"result": data.kernels}))  # fmt: skip
+        sections.append(
+            Section(
+                "kernels", "Kernels", bars if data.kernels.timed else [], {"result": data.kernels}
+            )
+        )
     if data.cluster is not None or data.collectives:
         sec = Section("cluster", "Cluster")
         if data.cluster is not None:
@@ -274,15 +311,19 @@ def _summary(
         failed = ", ".join(v.criterion for v in verdicts if v.verdict == "fail")
         head = f"FAIL: {counts['fail']} of {n} acceptance criteria are not met ({failed})."
     else:
-        head = (f"INCONCLUSIVE: {counts['pass']} of {n} criteria pass, none fails, "
-                f"{counts['inconclusive']} cannot be decided with the data at hand.")  # fmt: skip
+        head = (
+            f"INCONCLUSIVE: {counts['pass']} of {n} criteria pass, none fails, "
+            f"{counts['inconclusive']} cannot be decided with the data at hand."
+        )
     parts = [head]
     for s in serving:
         result = data.serving[s["workload"]][0]
         best = max((throughput_per_gpu(p, s["gpus"]) or 0.0 for p in result.points), default=0.0)
         if best:
-            parts.append(f"Workload {s['workload']}: up to {best:,.0f} output tokens/s per GPU over "
-                         f"{len(result.points)} load points ({s['tool']}).")  # fmt: skip
+            parts.append(
+                f"Workload {s['workload']}: up to {best:,.0f} output tokens/s per GPU over "
+                f"{len(result.points)} load points ({s['tool']})."
+            )
     return " ".join(parts)
 
 
@@ -320,8 +361,12 @@ def render_html(context: dict[str, Any]) -> str:
     return Redactor.for_spec(None).text(text)
 
 
-def render(run_path: str | Path, out: str | Path | None = None, compare: list[Path] = (),
-           ours_cost: Cost | None = None) -> Path:  # fmt: skip
+def render(
+    run_path: str | Path,
+    out: str | Path | None = None,
+    compare: list[Path] = (),
+    ours_cost: Cost | None = None,
+) -> Path:
     """Write the dashboard of a run; default ``<run>/dashboard.html``."""
     run_path = Path(run_path)
     out = Path(out) if out else run_path / "dashboard.html"

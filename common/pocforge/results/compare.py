@@ -87,7 +87,7 @@ def _samples(folder, point, metric: str) -> np.ndarray | None:
 def compare_runs(
     baseline: object, candidate: object, metrics: Sequence[tuple[str, str]] = DEFAULT_METRICS,
     *, resamples: int = 1000,
-) -> list[MetricDelta]:  # fmt: skip
+) -> list[MetricDelta]:
     """Per-metric deltas of ``candidate`` against ``baseline`` (RunData of each)."""
     out = []
     for workload, (res_b, folder_b) in candidate.serving.items():  # type: ignore[attr-defined]
@@ -123,7 +123,7 @@ def compare_runs(
                     candidate=vb, delta=delta, delta_pct=100.0 * delta / va if va else None,
                     ci_low=lo, ci_high=hi, method=method,
                     change=classify(delta, lo, hi, better, va), better=better,
-                ))  # fmt: skip
+                ))
     return out
 
 
@@ -191,7 +191,7 @@ class CompetitorComparison(BaseModel):
 def compare_competitor(
     name: str, ours: object, theirs: object, ours_cost: Cost, theirs_cost: Cost,
     min_interactivity: float | None = None,
-) -> CompetitorComparison:  # fmt: skip
+) -> CompetitorComparison:
     """Ours vs theirs per GPU, at equal interactivity, per dollar and per watt.
 
     ``min_interactivity`` (from a TPOT SLO) restricts "best" to points inside the SLO.
@@ -221,7 +221,7 @@ def compare_competitor(
     out = CompetitorComparison(
         name=name, workload=ours.workload, ours_best=ob, theirs_best=tb,  # type: ignore[attr-defined]
         ratio_best=ob / tb if ob is not None and tb else None, at_interactivity=at, notes=notes,
-    )  # fmt: skip
+    )
     if ob is not None and tb is not None:
         if ours_cost.price_per_gpu_hour and theirs_cost.price_per_gpu_hour:
             out.ours_tokens_per_dollar = ob * 3600.0 / ours_cost.price_per_gpu_hour

@@ -47,7 +47,7 @@ ENV_PREFIXES = (
     "VLLM_", "SGLANG_", "TORCH_", "PYTORCH_", "TORCHINDUCTOR_", "TRITON_", "DS_",
     "DEEPSPEED_", "OMP_", "MKL_", "KMP_", "UCX_", "FI_", "GLOO_", "AITER_", "HF_",
     "TRANSFORMERS_", "POCFORGE_",
-)  # fmt: skip
+)
 ENV_NAMES = ("LD_LIBRARY_PATH", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")
 
 
@@ -88,7 +88,7 @@ def relevant_env(env: Mapping[str, str], redactor: Redactor) -> dict[str, str]:
     """Variables with a relevant prefix or name; secret-named ones and secret values masked."""
     keep = {
         k: v for k, v in env.items() if k.startswith(ENV_PREFIXES) or k in ENV_NAMES
-    }  # fmt: skip
+    }
     return dict(sorted(redactor.env(keep).items()))
 
 

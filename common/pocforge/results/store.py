@@ -177,7 +177,7 @@ class Run:
                 poc=path.parent.name, run_id=path.name, status="interrupted", created_at=stamp,
                 updated_at=stamp, spec=None, spec_hash=None,
                 kit=kit_info(), hosts=[],
-            )  # fmt: skip
+            )
         return cls(path, manifest)
 
     @property
@@ -372,7 +372,7 @@ class Run:
             }
             status = next(
                 (s for s in ("interrupted", "failed") if s in statuses), "complete"
-            )  # fmt: skip
+            )
         self.manifest.status = status  # type: ignore[assignment]
         self.manifest.writer = None
         self._save_manifest()

@@ -90,7 +90,7 @@ def _records_by_repeat(folder: Path, point: ServingPoint) -> tuple[list[list[Any
 def judge_point(
     point: ServingPoint, folder: Path | None, metric: str, stat: str, op: str, threshold: float,
     confidence: float = 0.95, seed: int = 0,
-) -> PointVerdict:  # fmt: skip
+) -> PointVerdict:
     """One serving criterion at one sweep point."""
     from pocforge.bench.run_metrics import DISTRIBUTION_METRICS, samples
     from pocforge.bench.verdicts import SLO, judge
@@ -99,9 +99,9 @@ def judge_point(
         return _none(point.id, "the point failed")
     note95 = None if abs(confidence - 0.95) < 1e-9 else (
         f"judged with the serving benchmark's 95% interval, not {confidence:.0%}"
-    )  # fmt: skip
+    )
     slo = SLO(metric=metric, statistic=stat if metric in DISTRIBUTION_METRICS else "mean",
-              threshold=threshold)  # fmt: skip
+              threshold=threshold)
     wants = metric in DISTRIBUTION_METRICS and folder is not None
     loaded = _records_by_repeat(folder, point) if wants else None
     v = None
@@ -124,7 +124,7 @@ def judge_point(
         note = "; ".join(n for n in (v.note, note95) if n) or None
         return PointVerdict(point=point.id, verdict=verdict, estimate=v.estimate,
                             ci_low=v.ci_low, ci_high=v.ci_high, method=v.method, n=v.n,
-                            note=note)  # fmt: skip
+                            note=note)
     key = stat if metric in DISTRIBUTION_METRICS else "value"
     estimate = point.metrics.get(metric, {}).get(key)
     if estimate is None:
@@ -133,10 +133,10 @@ def judge_point(
     if ci is not None:
         return PointVerdict(point=point.id, verdict=decide(op, threshold, *ci), estimate=estimate,
                             ci_low=ci[0], ci_high=ci[1], method="t-interval", n=point.repeats,
-                            note="interval across repeats of the point statistic")  # fmt: skip
+                            note="interval across repeats of the point statistic")
     return PointVerdict(point=point.id, verdict=decide(op, threshold, estimate, estimate),
                         estimate=estimate, method="point", n=1,
-                        note="one value, no interval: a point verdict")  # fmt: skip
+                        note="one value, no interval: a point verdict")
 
 
 def _operating_point(per_point: dict[str, list[PointVerdict]], order: list[str]) -> str | None:
@@ -165,7 +165,7 @@ def _serving(
         if workload not in results:
             for i, c in items:
                 judged[i] = _criterion(c, PointVerdict(point=None, verdict="inconclusive",
-                                                       note=f"no serving result for workload {workload!r}"))  # fmt: skip
+                                                       note=f"no serving result for workload {workload!r}"))
             continue
         result, folder = results[workload]
         order = [p.id for p in result.points if p.status != "failed"]
@@ -205,7 +205,7 @@ def _criterion(c: Any, pv: PointVerdict) -> CriterionVerdict:
         confidence=c.confidence, verdict=pv.verdict, estimate=pv.estimate, ci_low=pv.ci_low,
         ci_high=pv.ci_high, margin=m, margin_pct=mp, method=pv.method, n=pv.n, point=pv.point,
         note=pv.note,
-    )  # fmt: skip
+    )
 
 
 # --------------------------------------------------------------------------- other stages
@@ -223,12 +223,12 @@ def _training(c: Any, result: TrainingResult | None) -> CriterionVerdict:
             return _criterion(c, PointVerdict(point=None, verdict=decide(c.op, c.threshold, lo, hi),
                                               estimate=est, ci_low=lo, ci_high=hi,
                                               method="t-interval", n=len(tail),
-                                              note=f"mean loss of the last {len(tail)} steps"))  # fmt: skip
+                                              note=f"mean loss of the last {len(tail)} steps"))
     value = getattr(result, name, None)
     if not isinstance(value, int | float):
         return _criterion(c, _none(None, f"training result has no {name}"))
     return _criterion(c, PointVerdict(point=None, verdict=decide(c.op, c.threshold, value, value),
-                                      estimate=float(value), method="point", n=1))  # fmt: skip
+                                      estimate=float(value), method="point", n=1))
 
 
 def _kernels(c: Any, result: KernelResults | None) -> CriterionVerdict:
@@ -241,7 +241,7 @@ def _kernels(c: Any, result: KernelResults | None) -> CriterionVerdict:
     worst = max(values) if c.op in ("<", "<=") else min(values)  # the worst shape decides
     return _criterion(c, PointVerdict(point=None, verdict=decide(c.op, c.threshold, worst, worst),
                                       estimate=float(worst), method="point", n=len(values),
-                                      note=f"worst of {len(values)} shapes"))  # fmt: skip
+                                      note=f"worst of {len(values)} shapes"))
 
 
 def _collectives(c: Any, results: list[CollectiveResult]) -> CriterionVerdict:
@@ -257,7 +257,7 @@ def _collectives(c: Any, results: list[CollectiveResult]) -> CriterionVerdict:
     else:
         value = float(sum((r.wrong or 0) + (r.inplace_wrong or 0) for r in rows))
     return _criterion(c, PointVerdict(point=None, verdict=decide(c.op, c.threshold, value, value),
-                                      estimate=value, method="point", n=1))  # fmt: skip
+                                      estimate=value, method="point", n=1))
 
 
 # --------------------------------------------------------------------------- a run

@@ -128,7 +128,7 @@ def _point(data: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
     return ServingPoint(
         id=pid, mode=mode, value=value, requests=completed, failed=errors or None,
         duration_s=float(duration) if duration else None, metrics=metrics, caveats=caveats,
-    )  # fmt: skip
+    )
 
 
 def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported:
@@ -147,5 +147,5 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
         workload=workload, tool=TOOL, tool_version=version,
         source_file=", ".join(p.name for p in paths), gpus=gpus, points=sort_points(points),
         definitions=DEFINITIONS, differences=DIFFERENCES,
-    )  # fmt: skip
+    )
     return Imported(tool=TOOL, serving=[result])

@@ -61,7 +61,7 @@ def _dist(entry: Any, scale: float = 1.0) -> dict[str, float | None]:
     out: dict[str, float | None] = {
         "mean": s["mean"] * scale, "median": s["median"] * scale, "std": s["std_dev"] * scale,
         "min": s["min"] * scale, "max": s["max"] * scale,
-    }  # fmt: skip
+    }
     for key, value in (s.get("percentiles") or {}).items():
         name = {"p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99", "p999": "p99.9"}.get(key)
         if name:
@@ -123,7 +123,7 @@ def _point(bench: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
     return ServingPoint(
         id=pid, mode=mode, value=value, requests=ok, failed=errored, duration_s=duration,
         metrics=metrics, caveats=caveats,
-    )  # fmt: skip
+    )
 
 
 def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported:
@@ -143,5 +143,5 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
         workload=workload, tool=TOOL, tool_version=version,
         source_file=", ".join(p.name for p in paths), gpus=gpus, points=sort_points(points),
         definitions=DEFINITIONS, differences=DIFFERENCES,
-    )  # fmt: skip
+    )
     return Imported(tool=TOOL, serving=[result])

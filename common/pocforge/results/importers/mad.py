@@ -100,11 +100,11 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
         point = ServingPoint(
             id=pid, mode=mode, value=value, status="failed" if failed else "ok",
             requests=int(_num(nprompts)) if _num(nprompts) else None, metrics=metrics,
-        )  # fmt: skip
+        )
         res = results.setdefault(name, ServingResult(
             workload=name, tool=TOOL, source_file=", ".join(p.name for p in paths), model=model,
             gpus=n_gpus, definitions=DEFINITIONS, differences=DIFFERENCES,
-        ))  # fmt: skip
+        ))
         res.points.append(point)
         res.notes.extend(notes)
     for res in results.values():

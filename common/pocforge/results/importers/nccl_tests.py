@@ -19,7 +19,7 @@ from pocforge.results.schema import CollectiveResult, CollectiveRow
 COLLECTIVES = (
     "all_reduce", "all_gather", "alltoall", "reduce_scatter", "broadcast", "reduce",
     "sendrecv", "gather", "scatter", "hypercube",
-)  # fmt: skip
+)
 _RANK = re.compile(
     # "Group N" is absent from older rccl-tests' rank lines.
     r"^#\s+Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s+(.*)$"
@@ -62,7 +62,7 @@ def parse_text(text: str, name_hint: str = "", source: str | None = None) -> Col
                 algbw_gbs=float(g[6]), busbw_gbs=float(g[7]), wrong=_wrong(g[8]),
                 inplace_time_us=float(g[9]), inplace_algbw_gbs=float(g[10]),
                 inplace_busbw_gbs=float(g[11]), inplace_wrong=_wrong(g[12]),
-            ))  # fmt: skip
+            ))
         elif not line.lstrip().startswith("#") and (m := _ROW_NO_REDOP.match(line)):
             g = m.groups()
             rows.append(CollectiveRow(
@@ -70,7 +70,7 @@ def parse_text(text: str, name_hint: str = "", source: str | None = None) -> Col
                 algbw_gbs=float(g[4]), busbw_gbs=float(g[5]), wrong=_wrong(g[6]),
                 inplace_time_us=float(g[7]), inplace_algbw_gbs=float(g[8]),
                 inplace_busbw_gbs=float(g[9]), inplace_wrong=_wrong(g[10]),
-            ))  # fmt: skip
+            ))
     if not rows:
         raise ResultImportError(f"{source or 'input'}: no nccl-tests/rccl-tests result rows found")
     if collective is None:

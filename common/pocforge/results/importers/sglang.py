@@ -79,7 +79,7 @@ def _point(data: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
     return ServingPoint(
         id=pid, mode=mode, value=value, requests=completed, failed=failed,
         duration_s=float(data["duration"]), metrics=metrics,
-    )  # fmt: skip
+    )
 
 
 def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported:
@@ -97,5 +97,5 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
         workload=workload, tool=TOOL, source_file=", ".join(p.name for p in paths),
         model=model, gpus=gpus, points=sort_points(points), definitions=DEFINITIONS,
         differences=DIFFERENCES,
-    )  # fmt: skip
+    )
     return Imported(tool=TOOL, serving=[result])
