@@ -1,4 +1,6 @@
-"""Launch plans of every example POC (multi-node included) against golden files.
+"""Launch plans of every example POC (multi-node included), in every runtime it can have,
+against golden files: ``<poc>.json`` in the spec's own (default) runtime, and for GPU POCs
+``<poc>.venv.json`` with the framework in a venv on the nodes.
 
 Regenerate after an intended change with ``POCFORGE_UPDATE_GOLDEN=1 pytest tests/frameworks``
 and review the diff: it is exactly what changes on the customer's cluster.
@@ -12,6 +14,7 @@ import os
 import pytest
 
 from pocforge.frameworks import LaunchContext, plan_all
+from pocforge.runtimes import plan_nodes
 from pocforge.spec import load_spec
 
 from ..conftest import REPO
@@ -22,17 +25,30 @@ POCS = sorted(
 )
 
 
-def plan_json(name: str) -> str:
-    spec = load_spec(REPO / "pocs" / name / "poc.yaml")
-    launches = plan_all(spec, LaunchContext(repo=REPO, python="python", sglang_python="python"))
+GPU_POCS = [name for name in POCS if "cpu" not in name and name != "demo"]
+CASES = [(name, None) for name in POCS] + [(name, "venv") for name in GPU_POCS]
+
+
+def _in_runtime(spec, kind: str | None):
+    if kind is None:
+        return spec
+    for section in (spec.serving, spec.training):
+        if section is not None:
+            section.runtime = section.runtime.model_copy(update={"kind": kind})
+    return spec
+
+
+def plan_json(name: str, kind: str | None = None) -> str:
+    spec = _in_runtime(load_spec(REPO / "pocs" / name / "poc.yaml"), kind)
+    launches = plan_nodes(spec, LaunchContext(repo=REPO, python="python", sglang_python="python"))
     text = json.dumps([launch.as_dict() for launch in launches], indent=2, sort_keys=True) + "\n"
     return text.replace(str(REPO), "<repo>")
 
 
-@pytest.mark.parametrize("name", POCS)
-def test_launch_plan_matches_golden(name):
-    golden = GOLDEN / f"{name}.json"
-    actual = plan_json(name)
+@pytest.mark.parametrize(("name", "kind"), CASES)
+def test_launch_plan_matches_golden(name, kind):
+    golden = GOLDEN / (f"{name}.{kind}.json" if kind else f"{name}.json")
+    actual = plan_json(name, kind)
     if os.environ.get("POCFORGE_UPDATE_GOLDEN"):
         golden.write_text(actual)
     assert golden.is_file(), f"no golden file for {name}: run with POCFORGE_UPDATE_GOLDEN=1"
@@ -43,7 +59,7 @@ def test_launch_plan_matches_golden(name):
 
 def test_multi_node_layouts():
     """The facts the golden files encode, stated once in words."""
-    sglang = json.loads(plan_json("deepseek-v3-fp8-mi355x-sglang"))
+    sglang = json.loads(plan_json("deepseek-v3-fp8-mi355x-sglang", "venv"))
     assert [launch["node_rank"] for launch in sglang] == [0, 1]
     for launch in sglang:
         argv = launch["argv"]
@@ -57,7 +73,8 @@ def test_multi_node_layouts():
 
     training = json.loads(plan_json("llama-3-8b-bf16-mi300x-deepspeed"))
     (launcher,) = training
-    assert launcher["argv"][0] == "deepspeed" and "--num_nodes=4" in launcher["argv"]
+    assert launcher["argv"][0] == "/opt/pocforge/venvs/deepspeed/bin/deepspeed"
+    assert "--num_nodes=4" in launcher["argv"]
     assert launcher["files"]["hostfile"].splitlines() == [
         f"198.51.100.2{i} slots=8" for i in range(1, 5)
     ]
@@ -75,3 +92,29 @@ def test_vllm_multi_node_layouts(tmp_path, good_spec_file):
     assert [launch.role for launch in native] == ["server", "headless"]
     assert native[1].argv[native[1].argv.index("--data-parallel-start-rank") + 1] == "1"
     assert "--headless" in native[1].argv and native[1].health_url is None
+
+
+def test_gpu_pocs_run_in_the_vendors_container_with_its_device_flags():
+    """AMD: /dev/kfd, /dev/dri, video group, seccomp and ptrace; host IPC and network; the
+    framework's own argv unchanged inside; no CPU default (.venv, localhost) in the plan."""
+    vllm = json.loads(plan_json("llama-3.1-70b-bf16-mi300x-vllm"))
+    for launch in vllm:
+        argv = launch["argv"]
+        assert argv[:3] == ["docker", "run", "--rm"]
+        for flag in ("/dev/kfd", "/dev/dri", "video", "seccomp=unconfined", "SYS_PTRACE"):
+            assert flag in argv
+        assert (
+            argv[argv.index("--ipc") + 1] == "host" and argv[argv.index("--network") + 1] == "host"
+        )
+        inner = launch["runtime"]["inner_argv"]
+        image = launch["runtime"]["image"]
+        assert (
+            image.startswith("rocm/vllm:") and argv[argv.index(image) + 1 :][-len(inner) :] == inner
+        )
+        assert inner[0] == "python3"
+        text = json.dumps(launch)
+        assert ".venv" not in text and "127.0.0.1" not in text and "localhost" not in text
+    sglang = json.loads(plan_json("deepseek-v3-fp8-mi355x-sglang"))
+    assert {one["runtime"]["image"] for one in sglang} == {
+        "lmsysorg/sglang-rocm:v0.5.18-rocm724-mi35x-20260825"  # gfx950's build for MI355X
+    }

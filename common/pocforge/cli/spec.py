@@ -122,14 +122,20 @@ def validate_cmd(targets: tuple[str, ...], framework_check: bool) -> None:
             bad += 1
             for problem in exc.problems:
                 click.echo(str(problem), err=True)
+    from pocforge.frameworks import LaunchContext
     from pocforge.frameworks.patching import spec_problems as patch_problems
+
+    from pocforge.runtimes import RuntimeSpecError, plan_nodes
 
     problems: dict[str, list[str]] = {}
     for spec in specs:
         if found := patch_problems(spec):
             problems[spec.name] = [f"patches: {p}" for p in found]
+        try:  # every node's launch in its runtime (container image, venv) can be planned
+            plan_nodes(spec, LaunchContext.local(workspace_root()))
+        except RuntimeSpecError as exc:
+            problems.setdefault(spec.name, []).append(str(exc))
     if framework_check and specs:
-        from pocforge.frameworks import LaunchContext
         from pocforge.frameworks.checks import framework_problems
 
         checked, notes = framework_problems(specs, LaunchContext.local(workspace_root()))

@@ -35,6 +35,8 @@ class NodeLaunch:
     )  # name -> content, written to the run folder
     health_url: str | None = None  # polled until it answers 200 (servers only)
     check_args: list[str] | None = None  # the part the framework's own parser validates
+    # Where it runs (pocforge.runtimes): kind, image, the framework's own argv and env.
+    runtime: dict | None = None
 
     def command(self) -> str:
         """The argv as one shell-quoted line."""
@@ -56,6 +58,7 @@ class NodeLaunch:
             "env": self.env,
             "files": self.files,
             "health_url": self.health_url,
+            **({"runtime": self.runtime} if self.runtime else {}),
         }
 
 

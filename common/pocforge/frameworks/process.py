@@ -41,6 +41,11 @@ class ServerCrashed(LaunchError):
     """The process exited while it should have been serving."""
 
 
+# In a launch's argv, the folder the process starts in and its generated files are written
+# to (a container mounts it at the same path); replaced when the process starts.
+WORKDIR = "{workdir}"
+
+
 class ManagedProcess:
     def __init__(self, launch: NodeLaunch, log_file: Path, workdir: Path | None = None):
         self.launch = launch
@@ -58,8 +63,9 @@ class ManagedProcess:
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.launch.env}  # logs stream as written
         log = self.log_file.open("ab", buffering=0)
         log.write(f"$ {self.launch.command_line()}\n".encode())
+        argv = [arg.replace(WORKDIR, str(self.workdir)) for arg in self.launch.argv]
         self.proc = subprocess.Popen(
-            self.launch.argv,
+            argv,
             env=env,
             cwd=self.workdir,
             stdin=subprocess.DEVNULL,

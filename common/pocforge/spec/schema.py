@@ -336,6 +336,39 @@ class Parallelism(Strict):
 EngineArg = str | int | float | bool | list[str | int | float] | None
 
 
+class Runtime(Strict):
+    """Where the framework runs on each node. Default: a container on AMD and NVIDIA GPUs
+    for vLLM and SGLang (the kit's pinned image for the framework and GPU), a virtual
+    environment built by bring-up for DeepSpeed, and the kit's own environments on `cpu`."""
+
+    kind: Literal["container", "venv", "kit"] | None = Field(
+        None,
+        description="`container` (docker/podman), `venv` (a Python environment on the node) or `kit` (this machine's `.venv`, `cpu` only); default by GPU vendor and framework.",
+    )
+    image: str | None = Field(
+        None,
+        description="container: image to run; default: the kit's pinned image for the framework and GPU (`runtimes/images.yaml`).",
+    )
+    engine: Literal["docker", "podman"] = Field("docker", description="container: the engine.")
+    image_archive: str | None = Field(
+        None,
+        description="container: an image tarball (`docker save`) that bring-up copies and loads, for nodes without registry access.",
+    )
+    shm_size: str = Field("16g", pattern=r"^\d+[kmg]?$", description="container: `--shm-size`.")
+    mounts: list[str] = Field(
+        default_factory=list,
+        description="container: extra `host:container[:ro]` mounts (the weights, the run folder and the kit's wheels are mounted already).",
+    )
+    python: str | None = Field(
+        None,
+        description="venv: an existing interpreter on the nodes; default: the environment bring-up builds in `/opt/pocforge/venvs/<framework>`.",
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Environment for the framework on every node, e.g. vLLM's ROCm switches (`VLLM_ROCM_USE_AITER: '1'`).",
+    )
+
+
 class ServingSpec(Strict):
     framework: Literal["vllm", "sglang"] = Field(description="Serving framework.")
     version: str | None = Field(
@@ -356,6 +389,9 @@ class ServingSpec(Strict):
         default_factory=list, description="Kit kernels to plug into the framework."
     )
     workloads: list[Workload] = Field(min_length=1, description="The acceptance workloads.")
+    runtime: Runtime = Field(
+        default_factory=Runtime, description="Where the server runs on each node."
+    )
 
 
 # --------------------------------------------------------------------------- training
@@ -396,6 +432,9 @@ class TrainingSpec(Strict):
     )
     targets: TrainingTargets = Field(
         default_factory=TrainingTargets, description="Customer targets."
+    )
+    runtime: Runtime = Field(
+        default_factory=Runtime, description="Where the training ranks run on each node."
     )
 
 

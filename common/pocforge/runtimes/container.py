@@ -1,0 +1,81 @@
+"""A launch inside a container: ``docker run`` / ``podman run`` with the platform's flags.
+
+The flags are the vendors' documented ones for their framework images:
+
+- ROCm (AMD's vLLM and SGLang images, "Environment Setup" of the vLLM-on-Instinct guides):
+  ``--device /dev/kfd --device /dev/dri --group-add video --cap-add SYS_PTRACE
+  --security-opt seccomp=unconfined`` (the GPU compute and render interfaces, the group
+  that may open them, and what ROCm's debugger and the HIP runtime need);
+- CUDA (vLLM's "Deploying with Docker"): ``--gpus all`` (the NVIDIA Container Toolkit);
+- both: ``--ipc host`` (PyTorch shares tensors between ranks through shared memory),
+  ``--network host`` (the ranks, Ray, RCCL/NCCL and the benchmark reach the node's own
+  addresses and ports), ``--shm-size``.
+
+Weights, the run folder and the kit's wheels are mounted at the same paths as on the node,
+so the framework's arguments need no translation. The kernels distribution, when the
+deployment uses kit kernels, is installed from the mounted wheels before the framework
+starts (no registry needed on the node).
+"""
+
+from __future__ import annotations
+
+import re
+
+from pocforge.frameworks.base import NodeLaunch
+from pocforge.frameworks.process import WORKDIR
+from pocforge.runtimes.resolve import WHEELS, ResolvedRuntime
+
+ROCM_FLAGS = (
+    "--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video",
+    "--cap-add", "SYS_PTRACE", "--security-opt", "seccomp=unconfined",
+)  # fmt: skip
+CUDA_FLAGS = ("--gpus", "all")
+KERNELS_INSTALL = (
+    f"python3 -m pip install --quiet --no-deps --no-index --find-links {WHEELS} pocforge-kernels"
+)
+
+
+def container_name(poc: str, launch: NodeLaunch) -> str:
+    """A name teardown can find: ``pocforge-<poc>-<deployment>-<role>-<rank>``."""
+    raw = f"pocforge-{poc}-{launch.deployment}-{launch.role}-{launch.node_rank}"
+    return re.sub(r"[^a-zA-Z0-9_.-]", "-", raw)
+
+
+def wrap(
+    launch: NodeLaunch, runtime: ResolvedRuntime, *, poc: str, mounts: list[str], kernels: bool
+) -> NodeLaunch:
+    """``launch`` run in ``runtime``'s container; its environment goes in as ``--env``."""
+    assert runtime.kind == "container" and runtime.image
+    argv = [runtime.engine, "run", "--rm", "--name", container_name(poc, launch)]
+    if runtime.vendor == "amd":
+        argv += ROCM_FLAGS
+    elif runtime.vendor == "nvidia":
+        argv += CUDA_FLAGS
+    argv += ["--ipc", "host", "--network", "host", "--shm-size", runtime.shm_size]
+    for mount in [*mounts, *runtime.mounts]:
+        argv += ["--volume", mount]
+    if launch.files:  # generated files are written to the working directory on the node
+        argv += ["--volume", f"{WORKDIR}:{WORKDIR}", "--workdir", WORKDIR]
+    env = {**runtime.env, **launch.env}
+    for key in sorted(env):
+        argv += ["--env", f"{key}={env[key]}"]
+    argv.append(runtime.image)
+    if kernels:
+        # sh -c '<install> && exec "$@"' sh <argv...>: no quoting of the framework's argv.
+        argv += ["sh", "-c", f'{KERNELS_INSTALL} && exec "$@"', "sh", *launch.argv]
+    else:
+        argv += launch.argv
+    return NodeLaunch(
+        deployment=launch.deployment,
+        framework=launch.framework,
+        node_rank=launch.node_rank,
+        host=launch.host,
+        role=launch.role,
+        argv=argv,
+        env={},
+        files=launch.files,
+        health_url=launch.health_url,
+        check_args=launch.check_args,
+        runtime={"kind": "container", "engine": runtime.engine, "image": runtime.image,
+                 "inner_argv": launch.argv, "env": env},
+    )  # fmt: skip

@@ -1,0 +1,76 @@
+"""Every node's launch in its runtime: the one planner ``launch --print``, the runner, the
+cluster stage and the golden plans use."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path, PurePosixPath
+
+from pocforge.frameworks import ADAPTERS, LaunchContext, NodeLaunch
+from pocforge.frameworks.base import model_path
+from pocforge.runtimes import container
+from pocforge.runtimes.resolve import WHEELS, Deployment, ResolvedRuntime, resolve
+from pocforge.spec import PocSpec
+
+# Hugging Face's cache inside the vendors' images runs as root.
+HF_CACHE = "/root/.cache/huggingface"
+
+
+def _mounts(spec: PocSpec) -> list[str]:
+    """The weights (a staged or local folder), the kit's wheels, the POC folder."""
+    mounts = []
+    model = model_path(spec)
+    if PurePosixPath(model).is_absolute():
+        mounts.append(f"{model}:{model}:ro")
+    else:  # a hub id: the node's cache, so a second start does not download again
+        mounts.append(f"{HF_CACHE}:{HF_CACHE}")
+    mounts.append(f"{WHEELS}:{WHEELS}:ro")
+    if spec.source_dir is not None:
+        folder = str(spec.source_dir.resolve())
+        mounts.append(f"{folder}:{folder}:ro")
+    return mounts
+
+
+def _context(runtime: ResolvedRuntime, base: LaunchContext) -> LaunchContext:
+    if runtime.kind == "kit":
+        return base
+    python = runtime.node_python
+    return dataclasses.replace(base, python=python, sglang_python=python)
+
+
+def _in_venv(launch: NodeLaunch, runtime: ResolvedRuntime) -> NodeLaunch:
+    """A launcher script of the framework (``deepspeed``) from the venv's own ``bin/``."""
+    if launch.argv and "/" not in launch.argv[0] and launch.argv[0] != runtime.node_python:
+        script = str(Path(runtime.node_python).parent / launch.argv[0])
+        launch = dataclasses.replace(launch, argv=[script, *launch.argv[1:]])
+    return dataclasses.replace(launch, runtime={"kind": "venv", "python": runtime.node_python})
+
+
+def plan_deployment(spec: PocSpec, deployment: Deployment, base: LaunchContext) -> list[NodeLaunch]:
+    """The launches of one deployment, each in that deployment's runtime."""
+    section = spec.serving if deployment == "serving" else spec.training
+    assert section is not None
+    runtime = resolve(spec, deployment)
+    launches = ADAPTERS[section.framework].plan(spec, _context(runtime, base))
+    if runtime.kind == "venv":
+        return [_in_venv(one, runtime) for one in launches]
+    if runtime.kind == "container":
+        kernels = bool(getattr(section, "kernels", None))
+        mounts = _mounts(spec)
+        return [
+            container.wrap(one, runtime, poc=spec.name, mounts=mounts, kernels=kernels)
+            for one in launches
+        ]
+    return launches
+
+
+def plan_nodes(spec: PocSpec, base: LaunchContext) -> list[NodeLaunch]:
+    """Every launch of every deployment in ``spec`` (serving first, then training), each in
+    its runtime. ``base`` says where the nodes are (hosts, port) and, for the kit runtime,
+    which local interpreters run."""
+    launches: list[NodeLaunch] = []
+    if spec.serving is not None:
+        launches += plan_deployment(spec, "serving", base)
+    if spec.training is not None:
+        launches += plan_deployment(spec, "training", base)
+    return launches

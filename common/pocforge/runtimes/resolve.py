@@ -1,0 +1,102 @@
+"""A deployment's runtime, with every default filled in from the GPU and the framework."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Literal
+
+import yaml
+
+from pocforge.catalog import gpu
+from pocforge.spec import PocSpec
+from pocforge.spec.schema import Runtime
+
+Deployment = Literal["serving", "training"]
+# Where bring-up builds a framework's venv on every node, and where the kit's wheels land.
+VENVS = "/opt/pocforge/venvs"
+WHEELS = "/opt/pocforge/wheels"
+
+
+class RuntimeSpecError(ValueError):
+    """A runtime this spec cannot have (one line naming the field and the fix)."""
+
+
+@dataclass(frozen=True)
+class ResolvedRuntime:
+    kind: Literal["container", "venv", "kit"]
+    framework: str
+    vendor: Literal["amd", "nvidia", "none"]
+    arch: str
+    image: str | None = None
+    engine: str = "docker"
+    image_archive: str | None = None
+    shm_size: str = "16g"
+    mounts: tuple[str, ...] = ()
+    python: str | None = None  # venv: the interpreter on the nodes
+    env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def node_python(self) -> str:
+        """The interpreter the framework's argv starts with on the node."""
+        if self.kind == "container":
+            return "python3"
+        return self.python or "python"
+
+
+@cache
+def default_images() -> dict:
+    return yaml.safe_load(resources.files("pocforge.runtimes").joinpath("images.yaml").read_text())
+
+
+def default_image(framework: str, vendor: str, arch: str) -> str | None:
+    """The kit's pinned image for ``framework`` on ``vendor`` GPUs of ``arch``, if any."""
+    per_vendor = (default_images().get(framework) or {}).get(vendor) or {}
+    return per_vendor.get(arch) or per_vendor.get("default")
+
+
+def resolve(spec: PocSpec, deployment: Deployment) -> ResolvedRuntime:
+    """The runtime of ``spec``'s serving or training deployment; raises RuntimeSpecError."""
+    section = spec.serving if deployment == "serving" else spec.training
+    if section is None:
+        raise RuntimeSpecError(f"{spec.name} has no {deployment} section")
+    runtime: Runtime = section.runtime
+    where = f"{deployment}.runtime"
+    facts = gpu(spec.cluster.gpu)
+    framework = section.framework
+    kind = runtime.kind
+    if kind is None:
+        if not facts.is_gpu:
+            kind = "container" if runtime.image else "kit"
+        else:
+            kind = "venv" if framework == "deepspeed" else "container"
+    if kind == "kit" and facts.is_gpu:
+        raise RuntimeSpecError(
+            f"{where}.kind: kit means this machine's CPU environments, for cluster.gpu: cpu "
+            f"only; on {spec.cluster.gpu} use container or venv"
+        )
+    image = runtime.image
+    if kind == "container" and image is None:
+        image = default_image(framework, facts.vendor, facts.arch)
+        if image is None:
+            raise RuntimeSpecError(
+                f"{where}.image: the kit has no default {framework} image for "
+                f"{spec.cluster.gpu}; name one, or set {where}.kind: venv"
+            )
+    python = runtime.python
+    if kind == "venv" and python is None:
+        python = f"{VENVS}/{framework}/bin/python"
+    return ResolvedRuntime(
+        kind=kind,
+        framework=framework,
+        vendor=facts.vendor,
+        arch=facts.arch,
+        image=image,
+        engine=runtime.engine,
+        image_archive=runtime.image_archive,
+        shm_size=runtime.shm_size,
+        mounts=tuple(runtime.mounts),
+        python=python,
+        env=dict(runtime.env),
+    )
