@@ -23,15 +23,14 @@ PER_OP_TIMEOUT=${PER_OP_TIMEOUT:-180}
 # The whole loop's budget: a lent machine allows 10 minutes a call. Ops that find less
 # than 20 s left are skipped and show as "no result" rows. The targets come first.
 BUDGET_S=${BUDGET_S:-480}
-OPS=${OPS:-fused_moe flash_attention_prefill paged_attention_decode rms_norm silu_and_mul rotary_embedding per_token_quant_fp8 per_block_quant_fp8 fp8_gemm mla_decode}
+OPS=${OPS:-fused_moe flash_attention_prefill paged_attention_decode rms_norm silu_and_mul rotary_embedding fp8_quant fp8_gemm mla_decode gelu_and_mul}
 mkdir -p "$OUT"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# pocforge_kernels from this checkout, without installing the kit.
-mkdir -p "$work/site/pocforge"
-: >"$work/site/pocforge/__init__.py"
-ln -s "$ROOT/kernels" "$work/site/pocforge/kernels"
+# pocforge_kernels from this checkout (it never imports the kit), ahead of any installed copy.
+mkdir -p "$work/site"
+ln -s "$ROOT/kernels/pocforge_kernels" "$work/site/pocforge_kernels"
 export PYTHONPATH="$work/site${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONUNBUFFERED=1 TRITON_DEFAULT_FP_FUSION=1
 

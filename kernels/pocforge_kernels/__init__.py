@@ -2,8 +2,9 @@
 
 # Each op lives in its own folder: ref.py (the plain-torch spec), kernel.py (the
 # @triton.jit bodies), op.py (launcher and torch.library custom op), configs/<arch>.json
-# (launch configs).  Importing this package is cheap: torch and triton load only when
-# an op is first used, through load() or an import of the op's folder:
+# (launch configs), bench.py (its benchmark cases and extra compile variants).  Importing
+# this package is cheap: torch and triton load only when an op is first used, through
+# load() or an import of the op's folder:
 #
 #     from pocforge_kernels.rms_norm import rms_norm
 #     rms_norm = pocforge_kernels.load("rms_norm")
@@ -30,6 +31,11 @@ OPS: dict[str, str] = {
     "fused_moe": "fused_moe:fused_moe",
     "mla_decode": "mla_decode:mla_decode",
 }
+
+
+def op_folders() -> list[str]:
+    """The op packages, in :data:`OPS` order ("rms_norm", "act_and_mul", "fp8_quant", ...)."""
+    return list(dict.fromkeys(target.split(":")[0] for target in OPS.values()))
 
 
 def load(name: str):

@@ -17,8 +17,8 @@ import os
 BACKEND_ENV = "POCFORGE_KERNELS"
 BACKENDS = ("triton", "reference")
 
-# Cleared only by the compile-only check (bench/aot.py), whose launches stop after the
-# compiler, so CPU tensors stand in for GPU ones there.
+# Cleared only by the compile-only check (compile_check/intercept.py), whose launches stop
+# after the compiler, so CPU tensors stand in for GPU ones there.
 CHECK_DEVICE = True
 
 
@@ -68,7 +68,7 @@ def dot_flags(dtype) -> dict:
     an exact ("ieee") product rather than the backend's default (TF32 on NVIDIA);
     16-bit inputs get ``None``, the backend's default.  Naming "tf32" there would be
     ignored on most targets but refused by some (gfx950 accepts only ieee/bf16x3/
-    bf16x6), which the compile check (bench/aot.py) caught.
+    bf16x6), which the compile check (:mod:`.compile_check`) caught.
     """
     import torch
 

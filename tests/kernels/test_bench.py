@@ -6,7 +6,8 @@ import pytest
 
 from pocforge_kernels.bench import __main__ as cli
 from pocforge_kernels.bench import run_benchmarks
-from pocforge_kernels.bench.roofline import Roofline, match_device
+from pocforge_kernels.bench.roofline import Roofline
+from pocforge_kernels.devices import match_gpu
 
 
 def test_cpu_run_checks_correctness_and_reports_no_timing():
@@ -17,6 +18,7 @@ def test_cpu_run_checks_correctness_and_reports_no_timing():
     for row in result["rows"]:
         assert row["correct"], row
         assert not {"median_ms", "gbps", "tflops", "roofline_pct"} & set(row)
+    assert result["rows"][0]["dims"] == {"T": 3, "H": 128}  # workloads.cpu x cpu-check
     assert set(result["metrics"]) >= {"median_ms", "roofline_pct", "vs_torch", "peers"}
     assert result["metadata"]["versions"]["torch"]
 
@@ -38,7 +40,7 @@ def test_unknown_op_is_refused():
     ],
 )
 def test_device_names_match_the_catalog(name, key):
-    assert match_device(name) == key
+    assert match_gpu(name) == key
 
 
 def test_roofline_picks_the_binding_resource():
@@ -66,10 +68,10 @@ def test_timed_row_arithmetic(monkeypatch):
     import torch
 
     from pocforge_kernels.bench import harness
-    from pocforge_kernels.bench.cases import BUILDERS
+    from pocforge_kernels.rms_norm.bench import rms_norm
 
     spec = harness.load_models()
-    case = BUILDERS["rms_norm"](
+    case = rms_norm(
         spec["models"]["cpu-check"], spec["workloads"]["cpu"], torch.device("cpu"), torch.bfloat16
     )
     monkeypatch.setattr(harness, "_time_ms", lambda fn: 2.0 if fn is case.kernel else 6.0)
@@ -93,7 +95,7 @@ def test_peers_that_disagree_or_fail_are_reported_not_timed(monkeypatch):
     import torch
 
     from pocforge_kernels.bench import harness
-    from pocforge_kernels.bench.cases import Case
+    from pocforge_kernels.bench.case import Case
 
     x = torch.randn(4, 64)
     timed = []
@@ -101,6 +103,7 @@ def test_peers_that_disagree_or_fail_are_reported_not_timed(monkeypatch):
     case = Case(
         "double",
         "N=256",
+        {"N": 256},
         kernel=lambda: x * 2,
         reference=lambda: x + x,
         nbytes=2 * x.numel() * 4,
@@ -128,3 +131,19 @@ def test_cpu_run_checks_the_torch_peers_against_the_reference():
     assert peers[("fp8_gemm", "cpu-check-per-channel")]["torch _scaled_mm"]["agrees"]
     assert peers[("fp8_gemm", "cpu-check")] == {}  # block scales: _scaled_mm has no such mode
     assert peers[("fused_moe", "cpu-check")]["torch _grouped_mm"]["agrees"]
+
+
+def test_every_row_carries_its_shape_as_integer_dims():
+    """``dims`` says in integers what ``shape`` says in words: every ``K=<int>`` of the text is
+    in ``dims`` with the same value, so the kit never parses the text."""
+    result = run_benchmarks()
+    assert {row["op"] for row in result["rows"]} >= {"fp8_quant", "gelu_and_mul"}
+    for row in result["rows"]:
+        assert row["correct"], row
+        dims = row["dims"]
+        assert dims and all(type(v) is int and v > 0 for v in dims.values()), row
+        said = dict(part.split("=", 1) for part in row["shape"].split() if "=" in part)
+        for key, value in said.items():
+            if value.isdigit():
+                assert dims[key] == int(value), row
+    json.dumps(result)  # the document stays JSON-ready

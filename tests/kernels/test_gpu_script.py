@@ -31,7 +31,7 @@ def test_rehearsal_merges_every_op_and_uses_the_checkout_in_place(tmp_path):
     out = tmp_path / "out"
     env_txt = (out / "env.txt").read_text()
     assert "torch" in env_txt and "triton" in env_txt
-    assert "/site/pocforge/kernels/__init__.py" in env_txt  # not the installed copy
+    assert "/site/pocforge_kernels/__init__.py" in env_txt  # not the installed copy
     doc = json.loads((out / "kernels-bench.json").read_text())
     assert [row["op"] for row in doc["rows"]] == ["rms_norm", "silu_and_mul"]
     assert all(row["correct"] for row in doc["rows"]) and doc["timed"] is False

@@ -1,13 +1,16 @@
-"""The GPU catalog: facts per GPU type, read from ``pocforge_kernels``' ``devices.yaml`` (one file, shared with the kernel roofline) (tuned numbers are data)."""
+"""The GPU catalog: facts per GPU type, from ``pocforge_kernels.devices`` (the one reader of
+``devices.yaml``, shared with the kernel roofline and the compile check), validated here as
+the kit's own model (tuned numbers are data)."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from functools import cache
-from importlib import resources
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict
+
+from pocforge_kernels import devices
 
 
 class GPU(BaseModel):
@@ -33,8 +36,7 @@ class GPU(BaseModel):
 
 @cache
 def _catalog() -> dict[str, GPU]:
-    raw = yaml.safe_load(resources.files("pocforge_kernels").joinpath("devices.yaml").read_text())
-    return {name: GPU(name=name, **facts) for name, facts in raw.items()}
+    return {name: GPU(**asdict(facts)) for name, facts in devices.gpus().items()}
 
 
 def gpu_names() -> list[str]:

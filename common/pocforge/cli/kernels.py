@@ -13,7 +13,7 @@ import click
 
 from pocforge.cli.bench import OneLineGroup
 from pocforge.cli.common import fail
-from pocforge_kernels import OPS
+from pocforge.spec.schema import KERNEL_OPS
 
 
 @click.command("kernels")
@@ -21,7 +21,7 @@ from pocforge_kernels import OPS
     "--op",
     "ops",
     multiple=True,
-    type=click.Choice(sorted(OPS)),
+    type=click.Choice(sorted(KERNEL_OPS)),  # the bench's ops (tests/kernels/test_op_registry.py)
     help="Op to run (repeatable; default: all).",
 )
 @click.option(
@@ -55,7 +55,9 @@ def kernels_cmd(
     sys.exit(0 if all(row.get("correct") for row in result["rows"]) else 1)
 
 
-ARCHS = ["gfx942", "gfx950", "sm90", "sm100"]  # pocforge_kernels.bench.aot.TARGETS
+# pocforge_kernels.compile_check.targets.TARGETS, written out so that --help imports no
+# triton (tests/kernels/test_compile_check.py keeps the two equal).
+ARCHS = ["gfx942", "gfx950", "sm90", "sm100"]
 
 
 @click.group("kernels", cls=OneLineGroup)
@@ -71,7 +73,13 @@ def kernels_group() -> None:
     type=click.Choice(ARCHS),
     help="Target architecture (repeatable; default: all).",
 )
-@click.option("--op", "ops", multiple=True, help="Op to compile (repeatable; default: all).")
+@click.option(
+    "--op",
+    "ops",
+    multiple=True,
+    type=click.Choice(sorted(KERNEL_OPS)),
+    help="Op to compile (repeatable; default: all).",
+)
 @click.option(
     "--dtype", type=click.Choice(["bfloat16", "float16"]), default="bfloat16", show_default=True
 )
@@ -100,7 +108,7 @@ def compile_cmd(
     missing = [m for m in ("torch", "triton") if importlib.util.find_spec(m) is None]
     if missing:
         fail(f"the compile check needs {' and '.join(missing)}: run `make setup`")
-    argv = [sys.executable, "-m", "pocforge_kernels.bench.aot"]
+    argv = [sys.executable, "-m", "pocforge_kernels.compile_check"]
     argv += [f"--arch={a}" for a in archs] + [f"--op={o}" for o in ops] + [f"--dtype={dtype}"]
     argv += ["--all"] if every_variant else []
     argv += ["--markdown"] if markdown else []

@@ -7,8 +7,10 @@ Function API (for ``pocforge bench kernels``)::
     print_report(result)
 
 Command line: ``python -m pocforge_kernels.bench [--op OP ...] [--json OUT]``.
-Shapes live in ``models.json``, device peaks in ``kernels/pocforge_kernels/devices.yaml``; see
-``kernels/BENCHMARKS.md``.  Importing this package does not import torch.
+Each op's cases live in its folder's ``bench.py`` (found by :mod:`.registry`; what a case
+is: :mod:`.case`), model shapes in ``models.json``, device peaks in ``devices.yaml``
+(:mod:`pocforge_kernels.devices`); see ``kernels/BENCHMARKS.md``.  Importing this package
+does not import torch.
 """
 
 from __future__ import annotations

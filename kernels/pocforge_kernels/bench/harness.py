@@ -20,8 +20,9 @@ from pathlib import Path
 import torch
 
 from ..arch import current_arch, device_name
+from ..devices import match_gpu
 from ..testing import relative_error, tolerance
-from .roofline import Roofline, match_device
+from .roofline import Roofline
 
 SCHEMA = "pocforge_kernels.bench/2"  # /2: per-peer results under "peers" (was "vs_vllm")
 MODELS = Path(__file__).with_name("models.json")
@@ -38,6 +39,7 @@ METRICS = {
         "and speedup = its median / the kernel's median (above 1: the kernel is faster)"
     ),
     "rel_error": "||kernel - reference|| / ||reference||, norm-wise, on the benchmark inputs",
+    "dims": "the case's problem size as integers, e.g. {'T': 64, 'H': 4096} ('shape' says it in words)",
 }
 
 
@@ -110,7 +112,7 @@ def _peer(peer, want, tol: float, ms: float | None) -> dict:
 
 def run_case(case, model: str, roofline: Roofline | None, timed: bool) -> dict:
     """One result row; failures are reported in the row, never raised."""
-    row = {"op": case.op, "model": model, "shape": case.shape}
+    row = {"op": case.op, "model": model, "shape": case.shape, "dims": dict(case.dims)}
     try:
         want = _first_tensor(case.reference())
         err = _error(case.kernel(), want)
@@ -147,36 +149,39 @@ def run_benchmarks(
     on_gpu = torch.cuda.is_available() if device is None else device != "cpu"
     if not on_gpu:
         os.environ.setdefault("TRITON_INTERPRET", "1")
-    from .cases import BUILDERS
+    from .registry import cases
 
+    builders = cases()
     dev = torch.device(device or ("cuda" if on_gpu else "cpu"))
     spec = load_models()
     work = spec["workloads"]["gpu" if on_gpu else "cpu"]
     name = device_name(dev)
-    catalog_key = match_device(name)
+    catalog_key = match_gpu(name)
     roofline = Roofline.for_device(catalog_key) if on_gpu else None
-    unknown = set(ops or ()) - set(BUILDERS)
+    unknown = set(ops or ()) - set(builders)
     if unknown:
-        raise ValueError(f"unknown op(s) {sorted(unknown)}; known: {', '.join(BUILDERS)}")
+        raise ValueError(f"unknown op(s) {sorted(unknown)}; known: {', '.join(builders)}")
 
     rows = []
-    for op in ops or list(BUILDERS):
+    for op in ops or list(builders):
         models = spec["ops"][op] if on_gpu else spec["cpu_ops"].get(op, ["cpu-check"])
         for model in models:
-            torch.manual_seed(0)
-            try:
-                case = BUILDERS[op](spec["models"][model], work, dev, dtype)
-            except Exception as exc:
-                rows.append(
-                    {
-                        "op": op,
-                        "model": model,
-                        "correct": False,
-                        "error": f"{type(exc).__name__}: {exc}"[:300],
-                    }
-                )
-                continue
-            rows.append(run_case(case, model, roofline, timed=on_gpu))
+            for build in builders[op]:
+                torch.manual_seed(0)
+                try:
+                    case = build(spec["models"][model], work, dev, dtype)
+                except Exception as exc:
+                    rows.append(
+                        {
+                            "op": op,
+                            "model": model,
+                            "correct": False,
+                            "error": f"{type(exc).__name__}: {exc}"[:300],
+                        }
+                    )
+                    continue
+                if case is not None:  # None: this model has nothing of the builder's kind
+                    rows.append(run_case(case, model, roofline, timed=on_gpu))
     return {
         "schema": SCHEMA,
         "timed": on_gpu,

@@ -1,36 +1,16 @@
-"""The device roofline: peak HBM bandwidth and matrix throughput from ``kernels/pocforge_kernels/devices.yaml``.
+"""The device roofline: peak HBM bandwidth and matrix throughput, from :mod:`pocforge_kernels.devices`.
 
 A kernel's floor time is ``max(bytes / bandwidth, flops / peak)``; whichever
 term is larger is the *binding* resource, and the percentage of roofline is
-``floor / measured``.  The catalog is the kit's single source of device facts;
-this module only reads it.
+``floor / measured``.  The device facts live in ``devices.yaml``, read only by
+:mod:`pocforge_kernels.devices`; this module only does the arithmetic.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cache
-from pathlib import Path
 
-import yaml
-
-CATALOG = Path(__file__).resolve().parent.parent / "devices.yaml"
-
-
-@cache
-def catalog() -> dict[str, dict]:
-    return yaml.safe_load(CATALOG.read_text())
-
-
-def match_device(name: str) -> str | None:
-    """The catalog key named inside a device name ("NVIDIA H100 80GB HBM3" -> "H100")."""
-    if name == "cpu":
-        return "cpu"
-    upper = name.upper()
-    for key in sorted(catalog(), key=len, reverse=True):  # MI325X before a shorter key
-        if key != "cpu" and key.upper() in upper:
-            return key
-    return None
+from .. import devices
 
 
 @dataclass(frozen=True)
@@ -41,12 +21,12 @@ class Roofline:
 
     @classmethod
     def for_device(cls, key: str | None) -> Roofline | None:
-        facts = catalog().get(key or "")
-        if not facts or not facts["hbm_tbs"]:
+        """The roofline of GPU type ``key`` (a :func:`devices.match_gpu` result); None for
+        the CPU, an unknown device, or a type without a bandwidth figure."""
+        facts = devices.gpus().get(key or "")
+        if not facts or not facts.hbm_tbs:
             return None
-        return cls(
-            key, facts["hbm_tbs"], {"bf16": facts["bf16_tflops"], "fp8": facts["fp8_tflops"]}
-        )
+        return cls(key, facts.hbm_tbs, {"bf16": facts.bf16_tflops, "fp8": facts.fp8_tflops})
 
     def floor(self, nbytes: float, flops: float, precision: str) -> tuple[float, str]:
         """``(seconds, binding resource)`` of the roofline floor."""

@@ -25,7 +25,7 @@ def _compiler_env(tmp_path, **extra) -> dict:
 
 def _compile_check(tmp_path, *args, env_extra=None):
     env = _compiler_env(tmp_path, TRITON_DEFAULT_FP_FUSION="1", **(env_extra or {}))
-    out = tmp_path / "aot.json"
+    out = tmp_path / "compile.json"
     proc = subprocess.run(
         [POCFORGE, "kernels", "compile", f"--json={out}", *args],
         capture_output=True,
@@ -39,15 +39,20 @@ def _compile_check(tmp_path, *args, env_extra=None):
 
 @pytest.fixture(scope="module")
 def full_check(tmp_path_factory):
-    return _compile_check(tmp_path_factory.mktemp("aot"))
+    return _compile_check(tmp_path_factory.mktemp("compile-check"))
 
 
 def test_every_kernel_compiles_and_fits_on_every_target(full_check):
     proc, result = full_check
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert result["ok"] and not result["errors"] and not result["not_compiled"]
+    assert result["schema"] == "pocforge_kernels.compile_check/1"
     assert set(result["targets"]) == ARCHS
-    from pocforge_kernels.bench.aot import library_kernels
+    from pocforge_kernels.bench.registry import cases
+
+    # Every op's bench cases (<op>/bench.py) reached the compiler, the new ones included.
+    assert {r["case"].split()[0] for r in result["records"]} == set(cases())
+    from pocforge_kernels.compile_check.launches import library_kernels
 
     kernels = library_kernels()
     assert len(kernels) >= 14
@@ -143,7 +148,7 @@ def test_oversized_and_broken_configs_fail_with_the_config_named(tmp_path):
 def test_refuses_to_run_under_the_interpreter(tmp_path):
     env = dict(os.environ, TRITON_INTERPRET="1")
     proc = subprocess.run(
-        [sys.executable, "-m", "pocforge_kernels.bench.aot", "--arch=sm90", "--op=rms_norm"],
+        [sys.executable, "-m", "pocforge_kernels.compile_check", "--arch=sm90", "--op=rms_norm"],
         capture_output=True,
         text=True,
         env=env,
@@ -158,7 +163,7 @@ def test_two_checks_in_one_process_each_compile_their_own(tmp_path):
     process (fp16 after bf16) must still compile and record its own variants."""
     code = (
         "import torch\n"
-        "from pocforge_kernels.bench.aot import compile_all\n"
+        "from pocforge_kernels.compile_check import compile_all\n"
         "runs = [compile_all(['sm90'], ['rms_norm'], d) for d in (torch.bfloat16, torch.float16)]\n"
         "print([len(r['records']) for r in runs], all(r['ok'] for r in runs))\n"
     )
@@ -175,6 +180,22 @@ def test_two_checks_in_one_process_each_compile_their_own(tmp_path):
 def test_cli_arch_choices_match_the_targets():
     """The CLI lists the architectures without importing triton; they must stay the same."""
     from pocforge.cli.kernels import ARCHS as CLI_ARCHS
-    from pocforge_kernels.bench.aot import TARGETS
+    from pocforge_kernels.compile_check.targets import TARGETS
 
     assert list(TARGETS) == CLI_ARCHS and set(TARGETS) == ARCHS
+
+
+def test_targets_are_the_device_facts_in_tritons_terms():
+    """Limits come from devices.yaml (one home for hardware facts), named as Triton names them."""
+    from pocforge_kernels import devices
+    from pocforge_kernels.compile_check.targets import TARGETS
+
+    assert {a: (t.backend, t.triton_arch, t.warp_size) for a, t in TARGETS.items()} == {
+        "gfx942": ("hip", "gfx942", 64),
+        "gfx950": ("hip", "gfx950", 64),
+        "sm90": ("cuda", 90, 32),
+        "sm100": ("cuda", 100, 32),
+    }
+    for name, arch in devices.archs().items():
+        assert TARGETS[name].shared_limit == arch.shared_bytes
+        assert TARGETS[name].source == arch.source
