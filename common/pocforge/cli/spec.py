@@ -124,7 +124,6 @@ def validate_cmd(targets: tuple[str, ...], framework_check: bool) -> None:
                 click.echo(str(problem), err=True)
     from pocforge.frameworks import LaunchContext
     from pocforge.frameworks.patching import spec_problems as patch_problems
-
     from pocforge.runtimes import RuntimeSpecError, plan_nodes
 
     problems: dict[str, list[str]] = {}

@@ -26,9 +26,17 @@ from pocforge.frameworks.process import WORKDIR
 from pocforge.runtimes.resolve import WHEELS, ResolvedRuntime
 
 ROCM_FLAGS = (
-    "--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video",
-    "--cap-add", "SYS_PTRACE", "--security-opt", "seccomp=unconfined",
-)  # fmt: skip
+    "--device",
+    "/dev/kfd",
+    "--device",
+    "/dev/dri",
+    "--group-add",
+    "video",
+    "--cap-add",
+    "SYS_PTRACE",
+    "--security-opt",
+    "seccomp=unconfined",
+)
 CUDA_FLAGS = ("--gpus", "all")
 KERNELS_INSTALL = (
     f"python3 -m pip install --quiet --no-deps --no-index --find-links {WHEELS} pocforge-kernels"
@@ -76,6 +84,11 @@ def wrap(
         files=launch.files,
         health_url=launch.health_url,
         check_args=launch.check_args,
-        runtime={"kind": "container", "engine": runtime.engine, "image": runtime.image,
-                 "inner_argv": launch.argv, "env": env},
-    )  # fmt: skip
+        runtime={
+            "kind": "container",
+            "engine": runtime.engine,
+            "image": runtime.image,
+            "inner_argv": launch.argv,
+            "env": env,
+        },
+    )
