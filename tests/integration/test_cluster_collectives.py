@@ -20,9 +20,10 @@ import pytest
 import yaml
 
 from pocforge.cluster import ClusterExpectations, collective_references, run_playbook_stage
+from pocforge.rehearse.nodes import missing_prerequisites, running_cluster
 from pocforge.results.store import RunStore
 
-from .netns import fake_amd_smi, missing_prerequisites, running_cluster
+from .fakes import fake_amd_smi
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -8,8 +8,9 @@ import shutil
 import pytest
 
 from pocforge.cluster import ClusterExpectations, run_playbook
+from pocforge.rehearse.nodes import missing_prerequisites, running_cluster
 
-from .netns import fake_amd_smi, missing_prerequisites, running_cluster
+from .fakes import fake_amd_smi
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

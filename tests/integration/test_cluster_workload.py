@@ -16,10 +16,9 @@ import pytest
 import yaml
 
 from pocforge.cluster.workload import run_workload
+from pocforge.rehearse.nodes import SUBNET, missing_prerequisites, running_cluster
 from pocforge.results.store import RunStore
 from pocforge.spec import load_poc
-
-from .netns import SUBNET, missing_prerequisites, running_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 

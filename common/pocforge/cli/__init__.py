@@ -19,6 +19,7 @@ _VERB_MODULES = [
     "pocforge.cli.kernels",  # adds `bench kernels` and `kernels compile`
     "pocforge.cli.model",
     "pocforge.cli.cluster",
+    "pocforge.cli.rehearse",
     "pocforge.cli.results",
     "pocforge.cli.report",
 ]

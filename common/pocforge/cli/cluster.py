@@ -1,9 +1,8 @@
 """Cluster verbs: ``pocforge cluster up|check|collectives|serve|train|down POC [--inventory]``.
 
-Each verb is a stage of a results-store run (``results/<poc>/<run-id>/``; ``--run-id`` of an
-existing run adds to it). ``serve`` and ``train`` run their playbook, then collect.yml and
-teardown.yml (always), and keep the kit's benchmark output as the run's serving / training
-stage.
+Each verb is one stage of ``pocforge run`` on the POC's nodes (the same code path), into a
+new run or, with ``--run-id``, into that run (created when new). ``serve`` and ``train``
+deploy, benchmark, then collect.yml and teardown.yml (always); ``down`` is teardown.yml.
 """
 
 from __future__ import annotations
@@ -22,14 +21,6 @@ VERBS = {
     "down": "teardown.yml",
 }
 WORKLOADS = ("serve", "train")
-
-
-def _load(poc: str):
-    try:
-        from pocforge.spec import load_poc
-    except ImportError:
-        return None
-    return load_poc(poc)
 
 
 def _table(result) -> None:
@@ -79,17 +70,14 @@ def _progress():
     return live, redraw
 
 
-def _open_run(spec, name: str, run_id: str | None):
-    """The store run to write into: a new one, or ``--run-id`` of an existing one (so that
-    check, then collectives, land in the same run and the same dashboard)."""
-    from pocforge.results.store import Run, RunStore
-
-    store = RunStore()
-    if run_id and (store.root / name / run_id).is_dir():
-        run = Run.open(store.root / name / run_id)
-        run.resume()
-        return run
-    return store.create(spec, poc=name, run_id=run_id)
+# verb -> the runner's stage it runs ("down" is the teardown playbook on its own).
+STAGE_OF = {
+    "up": "bringup",
+    "check": "preflight",
+    "collectives": "collectives",
+    "serve": "serving",
+    "train": "training",
+}
 
 
 def _run(
@@ -100,55 +88,91 @@ def _run(
     run_id: str | None,
     pocforge: str = "pocforge",
 ):
-    from pocforge.cluster import (
-        ClusterError,
-        ClusterExpectations,
-        expectations_from_spec,
-        inventory_from_spec,
-        run_playbook_stage,
-    )
-    from pocforge.cluster.workload import run_workload
+    """One stage of ``pocforge run`` on the POC's nodes, into a new run or ``--run-id``'s."""
+    from pocforge.cluster import ClusterError, inventory_from_spec
+    from pocforge.paths import workspace_root
+    from pocforge.results.store import RunStore
+    from pocforge.runner import NodeFailure, Nodes, RunnerError, run_poc
+    from pocforge.spec import SpecError, load_poc
 
     try:
-        spec = _load(poc)
-    except Exception as exc:  # the spec loader formats its own errors
-        raise click.UsageError(f"{poc}: {exc}") from exc
-    name = spec.poc.name if spec is not None else Path(poc).stem
+        spec = load_poc(poc)
+    except SpecError as exc:
+        raise click.UsageError(str(exc)) from None
+    if inventory and not Path(inventory).exists():
+        raise click.UsageError(f"--inventory {inventory}: no such file")
+    store = RunStore()
     if inventory:
         inv = Path(inventory)
-        if not inv.exists():
-            raise click.UsageError(f"--inventory {inventory}: no such file")
-    elif spec is None:
-        raise click.UsageError("no POC spec loader available: pass --inventory PATH")
-    run = _open_run(spec, name, run_id)
-    if not inventory:
-        inv = inventory_from_spec(spec, run.path / "cluster" / "inventory.yml")
-    expectations = expectations_from_spec(spec) if spec is not None else ClusterExpectations()
-    live, redraw = _progress()
+    else:  # the spec's hosts or inventory; without either, this machine over a local connection
+        inv = inventory_from_spec(
+            spec, workspace_root() / ".artifacts" / "inventories" / f"{spec.name}.yml"
+        )
+    nodes = Nodes(inv, pocforge=pocforge, limit=limit)
+    if verb == "down":
+        _teardown(spec, store, run_id, nodes)
     try:
-        with live:
-            if verb in WORKLOADS:
-                results = run_workload(
-                    run, spec, verb, inv, pocforge=pocforge, limit=limit, on_change=redraw
-                )
-                result = results[verb]
-                ok = all(r.passed for r in results.values())
-            else:
-                result = run_playbook_stage(
-                    run, VERBS[verb], inv, expectations, limit=limit, on_change=redraw
-                )
-                ok = result.passed
-    except (ClusterError, ValueError) as exc:
+        run = run_poc(
+            spec, run_id=run_id, only=[STAGE_OF[verb]], say=click.echo, nodes=nodes, store=store
+        )
+    except (ClusterError, RunnerError, ValueError, FileNotFoundError) as exc:
+        raise click.UsageError(str(exc)) from exc
+    except NodeFailure as exc:
+        click.echo(f"FAIL {exc}", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    _print_stage(run.path / STAGE_OF[verb] / "result.json")
+    click.echo(f"artifacts: {run.path / 'cluster'}")
+    click.echo(f"run: {run.path}  (dashboard: pocforge report {spec.name}/{run.path.name})")
+    failed = run.manifest.status != "complete" or _has_failed_checks(run.path, STAGE_OF[verb])
+    sys.exit(1 if failed else 0)
+
+
+def _teardown(spec, store, run_id: str | None, nodes) -> None:
+    """teardown.yml on its own (what every serving and training stage ends with)."""
+    from pocforge.cluster import ClusterError, run_playbook_stage
+    from pocforge.results.store import Run
+
+    existing = store.root / spec.name / run_id if run_id else None
+    if existing is not None and existing.is_dir():
+        run = Run.open(existing)
+        run.resume()
+    else:
+        run = store.create(spec, run_id=run_id)
+    try:
+        result = run_playbook_stage(run, VERBS["down"], nodes.inventory, limit=nodes.limit)
+    except ClusterError as exc:
         run.finish("failed")
         raise click.UsageError(str(exc)) from exc
-    except KeyboardInterrupt:
-        run.finish("interrupted")
-        sys.exit(130)
     run.finish()
     _table(result)
-    click.echo(f"artifacts: {run.path / 'cluster'}")
-    click.echo(f"run: {run.path}  (dashboard: pocforge report {run.id})")
-    sys.exit(0 if ok else 1)
+    sys.exit(0 if result.passed else 1)
+
+
+def _has_failed_checks(run_path: Path, stage: str) -> bool:
+    import json
+
+    path = run_path / stage / "result.json"
+    if not path.is_file():
+        return False
+    return not json.loads(path.read_text()).get("passed", True)
+
+
+def _print_stage(path: Path) -> None:
+    """The per host x per check table of a bring-up or preflight stage."""
+    import json
+
+    if not path.is_file():
+        return
+    from pocforge.cluster.events import CheckRecord, ClusterResult, HostResult
+
+    data = json.loads(path.read_text())
+    result = ClusterResult(playbook=data["playbook"])
+    for name, host in data["hosts"].items():
+        checks = {k: CheckRecord(**v) for k, v in (host.get("checks") or {}).items()}
+        result.hosts[name] = HostResult(**{**host, "checks": checks})
+    _table(result)
 
 
 def register(main: click.Group) -> None:

@@ -12,6 +12,9 @@ from rich.table import Table
 from pocforge.cli.common import fail
 from pocforge.spec import SpecError, load_poc
 
+# Every stage a run can have (kept in step with pocforge.runner.CLUSTER_STAGES by a test;
+# not imported from there so `pocforge --help` stays light).
+STAGE_NAMES = ("bringup", "preflight", "collectives", "kernels", "serving", "training", "report")
 VERDICT_STYLE = {"pass": "green", "fail": "red", "inconclusive": "yellow", "none": "dim"}
 
 
@@ -24,18 +27,18 @@ VERDICT_STYLE = {"pass": "green", "fail": "red", "inconclusive": "yellow", "none
     "--stage",
     "stages",
     multiple=True,
-    type=click.Choice(["kernels", "serving", "training", "report"]),
-    help="Run only these stages (repeatable); default: all the spec has.",
+    type=click.Choice(list(STAGE_NAMES)),
+    help="Run only these stages (repeatable); default: every stage the spec implies.",
 )
 def run_cmd(poc: str, resume: str | None, stages: tuple[str, ...]) -> None:
-    """Run POC end to end here (kernels, serving sweeps, training, dashboard); judge its criteria.
+    """Run POC end to end and judge its criteria: on its nodes when it has hosts or an
+    inventory (bring-up, preflight, collectives, deployment, benchmark, teardown), else here.
 
     Exit 0 when every criterion passes, 1 when one fails or is inconclusive or a stage
     failed, 130 when interrupted (everything gathered so far is kept; see --resume).
     """
     from pocforge.frameworks.process import LaunchError
     from pocforge.results.store import RunError
-    from pocforge.results.verdicts import judge_run, overall
     from pocforge.runner import RunnerError, run_poc
 
     try:
@@ -55,6 +58,14 @@ def run_cmd(poc: str, resume: str | None, stages: tuple[str, ...]) -> None:
         if os.environ.get("POCFORGE_DEBUG"):
             raise
         fail(f"error: {type(exc).__name__}: {exc} (set POCFORGE_DEBUG=1 for the traceback)", code=1)
+    verdict = print_verdicts(run, spec.name, console)
+    sys.exit(0 if verdict in ("pass", "none") and run.manifest.status == "complete" else 1)
+
+
+def print_verdicts(run, name: str, console: Console) -> str:
+    """The acceptance table of a run and its overall verdict (returned)."""
+    from pocforge.results.verdicts import judge_run, overall
+
     verdicts = judge_run(run)
     table = Table(
         "criterion",
@@ -62,7 +73,7 @@ def run_cmd(poc: str, resume: str | None, stages: tuple[str, ...]) -> None:
         "95% CI",
         "margin",
         "verdict",
-        title=f"{spec.name} acceptance",
+        title=f"{name} acceptance",
         box=None,
     )
     for v in verdicts:
@@ -79,7 +90,7 @@ def run_cmd(poc: str, resume: str | None, stages: tuple[str, ...]) -> None:
     console.print(table)
     verdict = overall(verdicts)
     console.print(f"overall: [{VERDICT_STYLE[verdict]}]{verdict.upper()}[/]   run: {run.path}")
-    sys.exit(0 if verdict in ("pass", "none") and run.manifest.status == "complete" else 1)
+    return verdict
 
 
 def register(main: click.Group) -> None:

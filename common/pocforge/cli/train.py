@@ -28,7 +28,7 @@ def train_cmd(poc: str) -> None:
     if spec.training is None:
         fail(f"{spec.name} has no training section")
     try:
-        run = run_poc(spec, only=["training"], say=click.echo)
+        run = run_poc(spec, only=["training"], here=True, say=click.echo)
     except (RunnerError, SpecError) as exc:
         fail(str(exc))
     except LaunchError as exc:

@@ -1,25 +1,16 @@
-"""``pocforge run POC``: the stages of one POC on this machine, as one resumable run.
-
-Stages, each a folder of the run (``results/<poc>/<run-id>/<stage>/``) marked running →
-complete | failed | interrupted in the manifest:
+"""The stages of a POC on this machine (a single-node POC with no hosts of its own).
 
 - ``serving``: build the tiny model if the spec asks, start the framework through its
   adapter, sweep every workload (``serving/<workload>/summary.json`` + request records),
   stop the server;
 - ``kernels``: the kit's kernel benchmark for ``kernels.ops`` (``kernels/bench.json`` as the
   bench wrote it, ``kernels/results.json`` for the dashboard; on a CPU: correctness only);
-- ``training``: the DeepSpeed benchmark (``training/summary.json``, ``result.json``);
-- ``report``: the dashboard (``dashboard.html``), judged against the acceptance criteria.
-
-``--resume RUN`` skips the stages already complete. Ctrl-C (or SIGTERM) stops the stage in
-progress; everything gathered so far stays in the run and the report can still be built.
-Multi-node POCs run their stages through the cluster playbooks, not here.
+- ``training``: the DeepSpeed benchmark (``training/summary.json``, ``result.json``).
 """
 
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -33,17 +24,14 @@ from pocforge.frameworks.base import model_path, prepare_model
 from pocforge.frameworks.process import ManagedProcess, free_port
 from pocforge.paths import workspace_root
 from pocforge.results.adapters import from_kernel_bench, from_training_summary
-from pocforge.results.secrets import Redactor
-from pocforge.results.store import Run, RunStore
 from pocforge.spec import PocSpec
 from pocforge.training.run import run_training
 
-STAGES = ("kernels", "serving", "training", "report")
 Say = Callable[[str], None]
 
 
-class RunnerError(RuntimeError):
-    """A POC this runner cannot run here (one clear line)."""
+class StageError(RuntimeError):
+    """A stage that could not produce its result (one clear line)."""
 
 
 def run_serving(spec: PocSpec, stage_dir: Path, say: Say) -> None:
@@ -101,7 +89,7 @@ def run_kernels(spec: PocSpec, stage_dir: Path, say: Say) -> None:
     done = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
     atomic.write_text(stage_dir / "bench.log", done.stdout + done.stderr)
     if not raw.is_file():
-        raise RunnerError(
+        raise StageError(
             f"the kernel benchmark wrote no results (exit {done.returncode}); see {stage_dir / 'bench.log'}"
         )
     result = from_kernel_bench(json.loads(raw.read_text()))
@@ -114,69 +102,8 @@ def run_kernels(spec: PocSpec, stage_dir: Path, say: Say) -> None:
     )
 
 
-def run_poc(
-    spec: PocSpec, *, resume: str | None = None, only: list[str] | None = None, say: Say = print
-) -> Run:
-    """Run (or resume) ``spec``'s stages; returns the run. Raises ``RunnerError`` up front."""
-    if spec.cluster.nodes > 1 and (only or list(STAGES)) != ["training"]:
-        # Training alone may start here: node 0 runs DeepSpeed's launcher, which starts the
-        # ranks of the other nodes itself (that is what playbooks/train.yml does).
-        raise RunnerError(
-            f"{spec.name} spans {spec.cluster.nodes} nodes: run it with `pocforge cluster` and the playbooks"
-        )
-    if spec.cluster.gpu != "cpu":
-        say(
-            f"note: {spec.name} is sized for {spec.cluster.gpu}; running it on this machine as one node"
-        )
-    spec.require_secrets()
-    store = RunStore()
-    if resume:
-        run = Run.open(store.resolve(f"{spec.name}/{resume}"))
-        run.redactor = Redactor.for_spec(spec)
-        run.resume()
-    else:
-        run = store.create(spec)
-    wanted = [s for s in STAGES if (only is None or s in only)]
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        for name in wanted:
-            done = run.manifest.stages.get(name)
-            if done is not None and done.status == "complete":
-                say(f"{name}: complete in {run.path.name}, skipped")
-                continue
-            if getattr(spec, name, None) is None and name != "report":
-                continue  # the spec has no such section
-            if name == "report":
-                continue  # rendered below, once the run's status is final
-            if done is not None and (moved := run.retire_stage(name)):
-                say(f"{name}: the unfinished attempt is kept as {moved}; running it again")
-            with run.stage(name) as stage:
-                STAGE_RUNNERS[name](spec, stage.dir, say)
-        run.finish()
-        if "report" in wanted:
-            from pocforge.report.render import render
-
-            say(f"report: {render(run.path)}")
-    except KeyboardInterrupt:
-        run.finish("interrupted")
-        say(
-            f"interrupted: everything gathered so far is in {run.path}; resume with --resume {run.path.name}"
-        )
-        raise
-    except BaseException:
-        run.finish("failed")
-        raise
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-    return run
-
-
 STAGE_RUNNERS: dict[str, Callable[[PocSpec, Path, Say], None]] = {
     "kernels": run_kernels,
     "serving": run_serving,
     "training": run_training_stage,
 }
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt

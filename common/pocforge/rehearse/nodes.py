@@ -1,4 +1,7 @@
-"""N throwaway "hosts" on this machine: network namespaces, each with a real sshd.
+"""N throwaway nodes on this machine: network namespaces, each with a real sshd.
+
+What ``pocforge rehearse`` runs a POC against before the customer's cluster (as Ansible's
+molecule does for roles), and what the cluster tests use.
 
 Layout (``tag`` is unique per fixture): a bridge namespace ``<tag>br`` holds bridge ``br0``;
 every host namespace ``<tag>hN`` has ``eth0`` = 198.51.100.(10+N)/24 on a veth into that
@@ -18,9 +21,7 @@ import os
 import shutil
 import signal
 import socket
-import stat
 import subprocess
-import textwrap
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -78,6 +79,10 @@ class NetnsCluster:
         fcntl.flock(self._lock, fcntl.LOCK_EX)  # one such cluster on the subnet at a time
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.key = self.workdir / "id_ed25519"
+        for stale in (self.key, self.key.with_suffix(".pub")):  # a previous rehearsal's key
+            stale.unlink(missing_ok=True)
+        for old in self.workdir.glob("h*/"):  # and its nodes' folders
+            shutil.rmtree(old, ignore_errors=True)
         subprocess.run(
             [
                 "ssh-keygen",
@@ -274,7 +279,6 @@ class NetnsCluster:
         return found
 
 
-# --- what a host's private /opt holds in the tests -------------------------------------------
 @contextlib.contextmanager
 def running_cluster(folder: Path, count: int) -> Iterator[NetnsCluster]:
     """``count`` namespaced hosts for the block; always torn down, and checked to be gone."""
@@ -287,29 +291,3 @@ def running_cluster(folder: Path, count: int) -> Iterator[NetnsCluster]:
         assert made.leftovers() == [], "namespaces left behind"
 
 
-def fake_amd_smi(opt, gpus: int) -> None:
-    """A scripted amd-smi in this host's private /opt that reports ``gpus`` MI300X."""
-    tool = opt / "rocm" / "bin" / "amd-smi"
-    tool.parent.mkdir(parents=True, exist_ok=True)
-    (opt / "rocm" / ".info").mkdir(parents=True, exist_ok=True)
-    (opt / "rocm" / ".info" / "version").write_text("6.4.2-120\n")
-    tool.write_text(
-        textwrap.dedent(f"""\
-        #!/usr/bin/env python3
-        import json, sys
-        n = {gpus}
-        if sys.argv[1:2] == ["static"]:
-            json.dump([{{"gpu": i, "asic": {{"market_name": "AMD Instinct MI300X"}},
-                         "bus": {{"bdf": "0000:%02x:00.0" % (5 + 32 * i)}},
-                         "driver": {{"name": "amdgpu", "version": "6.10.5"}},
-                         "vbios": {{"version": "022.040.003.043.000001"}}}} for i in range(n)],
-                      sys.stdout)
-        elif sys.argv[1:2] == ["metric"]:
-            json.dump([{{"gpu": i, "ecc": {{"total_correctable_count": 0,
-                                            "total_uncorrectable_count": 0}}}} for i in range(n)],
-                      sys.stdout)
-        else:
-            print("AMDSMI Tool: 24.7.1 | ROCm version: 6.4.2")
-        """)
-    )
-    tool.chmod(tool.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)

@@ -1,0 +1,141 @@
+"""``pocforge rehearse POC [--nodes N]``: the whole cluster POC against N nodes made here.
+
+Each node is a network namespace with its own sshd, hostname and private ``/opt``
+(:mod:`pocforge.rehearse.nodes`), reached over a bridge on 198.51.100.0/24. The POC runs
+as ``pocforge run`` runs it on a real cluster (bring-up, preflight, the deployment through
+the kit's launcher on every node, the benchmark from here, collect, teardown, report), with
+the CPU runtime; the nodes are torn down afterwards, also on failure or Ctrl-C. A POC
+engineer rehearses the playbooks here before touching the customer's cluster.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import yaml
+from rich.console import Console
+
+from pocforge.cli.common import fail
+from pocforge.cli.run import print_verdicts
+
+# The rehearsal nodes have no GPUs, RDMA or spare disk: the preflight checks that need them
+# are relaxed; the kit's own environments are shared with the nodes (one file system).
+REHEARSAL_VARS = {
+    "preflight_kernel_cmdline_required": [],
+    "preflight_disk_min_free_gb": 0,
+    "python_env_enabled": False,
+}
+# Keeps a rehearsal light on a small machine: one thread per rank, quiet vLLM.
+REHEARSAL_ENV = {"OMP_NUM_THREADS": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
+
+
+def rehearsal_spec(source: Path, folder: Path, addresses: list[str]) -> Path:
+    """A variant of the POC (``include:`` of its spec) whose hosts are the rehearsal nodes."""
+    folder.mkdir(parents=True, exist_ok=True)
+    variant = {
+        "include": str(source.resolve()),
+        "cluster": {
+            "hosts": [
+                {"name": f"h{n}", "address": address} for n, address in enumerate(addresses, 1)
+            ]
+        },
+    }
+    path = folder / "poc.yaml"
+    path.write_text(yaml.safe_dump(variant, sort_keys=False))
+    return path
+
+
+@click.command("rehearse")
+@click.argument("poc")
+@click.option(
+    "--nodes", "count", type=int, help="Nodes to make (default: the spec's cluster.nodes)."
+)
+@click.option(
+    "--stage", "stages", multiple=True, help="Run only these stages of the run (repeatable)."
+)
+def rehearse_cmd(poc: str, count: int | None, stages: tuple[str, ...]) -> None:
+    """Run a cluster POC end to end against namespaced nodes made on this machine."""
+    from pocforge.paths import kit_env_python, workspace_root
+    from pocforge.rehearse.nodes import missing_prerequisites
+    from pocforge.spec import SpecError, load_poc, resolve_spec_path
+
+    try:
+        source = resolve_spec_path(poc)
+        spec = load_poc(poc)
+    except SpecError as exc:
+        fail(str(exc))
+    if spec.cluster.gpu != "cpu":
+        fail(
+            f"{spec.name} is sized for {spec.cluster.gpu}; a rehearsal runs the CPU runtime: "
+            f"rehearse a CPU variant (`pocforge new {spec.name}-cpu --from {spec.name}`, "
+            "then set cluster.gpu: cpu and a tiny model)"
+        )
+    count = count or spec.cluster.nodes
+    if count != spec.cluster.nodes:
+        fail(f"--nodes {count}: {spec.name} is planned for cluster.nodes = {spec.cluster.nodes}")
+    if why := missing_prerequisites():
+        fail(f"cannot make rehearsal nodes here: {why}")
+    scratch = workspace_root() / ".artifacts" / "rehearse" / spec.name
+    pocforge = str(kit_env_python(".venv").parent / "pocforge")
+    code = 0
+    try:
+        code = _rehearse(spec, source, scratch, count, pocforge, list(stages))
+    except (OSError, subprocess.CalledProcessError, TimeoutError, RuntimeError) as exc:
+        fail(f"rehearsal nodes: {type(exc).__name__}: {exc}")
+    click.echo("rehearsal nodes torn down")
+    sys.exit(code)
+
+
+def _rehearse(
+    spec, source: Path, scratch: Path, count: int, pocforge: str, stages: list[str]
+) -> int:
+    from pocforge.frameworks.base import prepare_model
+    from pocforge.rehearse.nodes import running_cluster
+    from pocforge.runner import NodeFailure, Nodes, RunnerError, run_poc
+    from pocforge.spec import SpecError, load_spec
+
+    code = 0
+    with running_cluster(scratch / "nodes", count) as made:
+        click.echo(f"rehearsal nodes: {', '.join(f'{h.name} {h.address}' for h in made.hosts)}")
+        addresses = [h.address for h in made.hosts]
+        try:  # the variant's folder is named as the POC, as every POC folder is
+            variant = load_spec(rehearsal_spec(source, scratch / spec.name, addresses))
+        except SpecError as exc:
+            click.echo(str(exc), err=True)
+            return 2
+        prepare_model(variant)
+        nodes = Nodes(
+            made.inventory(scratch / "inventory.yml"),
+            pocforge=pocforge,
+            env=REHEARSAL_ENV,
+            extravars=REHEARSAL_VARS,
+        )
+        try:
+            run = run_poc(variant, nodes=nodes, only=stages or None, say=click.echo)
+            verdict = print_verdicts(run, spec.name, Console())
+            passed = verdict in ("pass", "none") and run.manifest.status == "complete"
+            code = 0 if passed else 1
+        except (RunnerError, SpecError) as exc:
+            click.echo(str(exc), err=True)
+            code = 2
+        except NodeFailure as exc:
+            click.echo(f"FAIL {exc}", err=True)
+            code = 1
+        except KeyboardInterrupt:
+            code = 130
+        except Exception as exc:  # a stage broke: the run keeps what it gathered
+            if os.environ.get("POCFORGE_DEBUG"):
+                raise
+            click.echo(
+                f"error: {type(exc).__name__}: {exc} (POCFORGE_DEBUG=1 for the traceback)", err=True
+            )
+            code = 1
+    return code
+
+
+def register(main: click.Group) -> None:
+    main.add_command(rehearse_cmd)

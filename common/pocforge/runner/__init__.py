@@ -1,0 +1,192 @@
+"""``pocforge run POC``: every stage the spec implies, as one resumable run.
+
+Where the stages run follows from the spec:
+
+- **here**, for a single-node POC with no hosts or inventory of its own (the CPU demo):
+  ``kernels`` → ``serving`` → ``training`` → ``report`` (:mod:`.local`);
+- **on its nodes**, for a POC with hosts or an inventory, or given one (``pocforge
+  rehearse`` gives its namespaced nodes): ``bringup`` → ``preflight`` → ``collectives`` →
+  ``kernels`` → ``serving`` → ``training`` → ``report`` (:mod:`.cluster`), every node driven
+  by Ansible, the serving benchmark run from this machine against the entry node,
+  collect and teardown after every workload, also after a failure or Ctrl-C.
+
+Each stage is a folder of the run (``results/<poc>/<run-id>/<stage>/``) marked running →
+complete | failed | interrupted in the manifest. ``--resume RUN`` skips the stages
+already complete (a failed or interrupted one runs again, its attempt kept). Ctrl-C (or
+SIGTERM) stops the stage in progress; everything gathered so far stays in the run, and
+the report is still rendered.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Callable
+
+from pocforge.results.secrets import Redactor
+from pocforge.results.store import Run, RunStore
+from pocforge.runner import cluster, local
+from pocforge.runner.cluster import NodeFailure, Nodes
+from pocforge.spec import PocSpec
+
+LOCAL_STAGES = ("kernels", "serving", "training", "report")
+CLUSTER_STAGES = (
+    "bringup",
+    "preflight",
+    "collectives",
+    "kernels",
+    "serving",
+    "training",
+    "report",
+)
+STAGES = CLUSTER_STAGES  # every stage name a run can have, in order
+Say = Callable[[str], None]
+
+
+class RunnerError(RuntimeError):
+    """A POC this runner cannot run (one clear line)."""
+
+
+def on_nodes(spec: PocSpec, nodes: Nodes | None) -> bool:
+    """Whether the POC runs on nodes (Ansible) rather than on this machine."""
+    return nodes is not None or bool(spec.cluster.hosts or spec.cluster.inventory)
+
+
+def wants(spec: PocSpec, name: str, remote: bool) -> bool:
+    """Whether the spec implies stage ``name``."""
+    if name in ("serving", "training", "kernels"):
+        section = getattr(spec, name, None)
+        return section is not None and (name != "kernels" or bool(section.ops))
+    if name == "collectives":
+        named = any(c.parts[0] == "collectives" for c in spec.acceptance.criteria)
+        return remote and (named or (spec.cluster.gpu != "cpu" and spec.cluster.nodes > 1))
+    return name == "report" or remote
+
+
+def _stage_runner(name: str, remote: bool, nodes: Nodes | None):
+    if not remote:
+        runner = local.STAGE_RUNNERS[name]
+        return lambda spec, run, say: runner(spec, run.path / name, say)
+    if name == "kernels":  # the kernel bench runs where the GPUs are; a cpu rehearsal: here
+        runner = local.STAGE_RUNNERS["kernels"]
+        return lambda spec, run, say: _kernels_here(spec, run, say, runner)
+    step = {
+        "bringup": cluster.run_bringup,
+        "preflight": cluster.run_preflight,
+        "collectives": cluster.run_collectives,
+        "serving": cluster.run_serving,
+        "training": cluster.run_training,
+    }[name]
+    return lambda spec, run, say: step(spec, run, nodes, say)
+
+
+def _kernels_here(spec: PocSpec, run: Run, say: Say, runner) -> None:
+    if spec.cluster.gpu != "cpu":
+        raise RunnerError(
+            "kernels: the kernel benchmark of a GPU cluster runs on a node with the GPUs; "
+            "run `pocforge bench kernels` there (scripts/gpu-kernels.sh) and import the result"
+        )
+    with run.stage("kernels") as stage:
+        runner(spec, stage.dir, say)
+
+
+def run_poc(
+    spec: PocSpec,
+    *,
+    resume: str | None = None,
+    run_id: str | None = None,
+    only: list[str] | None = None,
+    say: Say = print,
+    nodes: Nodes | None = None,
+    here: bool = False,
+    store: RunStore | None = None,
+) -> Run:
+    """Run (or resume) ``spec``'s stages; returns the run. Raises ``RunnerError`` up front.
+
+    ``run_id``: the run to add to, created with that id when it does not exist yet.
+    ``nodes``: run on these nodes (an inventory and how to drive them); default: the
+    spec's own hosts or inventory when it has any, else this machine. ``here``: on this
+    machine whatever the spec's hosts (a node running its part: ``pocforge bench train`` on
+    the first node starts DeepSpeed's launcher, which reaches the other nodes itself).
+    """
+    remote = not here and on_nodes(spec, nodes)
+    order = CLUSTER_STAGES if remote else LOCAL_STAGES
+    unknown = sorted(set(only or []) - set(order))
+    if unknown:
+        where = "on its nodes" if remote else "on this machine"
+        raise RunnerError(
+            f"--stage {', '.join(unknown)}: {spec.name} runs {where}, with stages {', '.join(order)}"
+        )
+    if not remote and spec.cluster.nodes > 1 and (only or list(LOCAL_STAGES)) != ["training"]:
+        raise RunnerError(
+            f"{spec.name} spans {spec.cluster.nodes} nodes: give it cluster.hosts or "
+            "cluster.inventory, or rehearse it here with `pocforge rehearse`"
+        )
+    if spec.cluster.gpu != "cpu" and not remote:
+        say(
+            f"note: {spec.name} is sized for {spec.cluster.gpu}; running it on this machine as one node"
+        )
+    spec.require_secrets()
+    store = store or RunStore()
+    if run_id is not None and (store.root / spec.name / run_id).is_dir():
+        resume = run_id  # add this stage to that run (the cluster verbs thread one run)
+    if resume:
+        run = Run.open(store.resolve(f"{spec.name}/{resume}"))
+        run.redactor = Redactor.for_spec(spec)
+        run.resume()
+    else:
+        run = store.create(spec, run_id=run_id)
+    if remote and nodes is None:
+        nodes = Nodes.from_spec(spec, run.path)
+    wanted = [s for s in order if (only is None or s in only) and wants(spec, s, remote)]
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        for name in wanted:
+            done = run.manifest.stages.get(name)
+            if done is not None and done.status == "complete":
+                say(f"{name}: complete in {run.path.name}, skipped")
+                continue
+            if name == "report":
+                continue  # rendered below, once the run's status is final
+            if done is not None and (moved := run.retire_stage(name)):
+                say(f"{name}: the unfinished attempt is kept as {moved}; running it again")
+            step = _stage_runner(name, remote, nodes)
+            if remote:
+                step(spec, run, say)  # the cluster steps mark their own stages
+            else:
+                with run.stage(name):
+                    step(spec, run, say)
+        run.finish()
+    except KeyboardInterrupt:
+        run.finish("interrupted")
+        _report(run, wanted, say)
+        say(
+            f"interrupted: everything gathered so far is in {run.path}; resume with --resume {run.path.name}"
+        )
+        raise
+    except BaseException:
+        run.finish("failed")
+        _report(run, wanted, say)
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    _report(run, wanted, say)
+    return run
+
+
+def _report(run: Run, wanted: list[str], say: Say) -> None:
+    """The dashboard of whatever the run holds (also after a failure or an interrupt)."""
+    if "report" not in wanted:
+        return
+    from pocforge.report.render import render
+
+    try:
+        say(f"report: {render(run.path)}")
+    except Exception as exc:  # a report that cannot render must not hide the stage's error
+        say(f"report: not rendered ({type(exc).__name__}: {exc})")
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+__all__ = ["CLUSTER_STAGES", "LOCAL_STAGES", "NodeFailure", "Nodes", "RunnerError", "run_poc"]
