@@ -3,6 +3,10 @@
 One table shared by the spec (acceptance criteria must name a metric some stage will
 produce), the benchmarks (summaries carry these definitions) and the dashboard.
 Serving definitions follow vLLM's ``benchmark_serving`` so numbers compare across tools.
+
+:func:`judgeable` is the one list of names an acceptance criterion may use: the spec rule
+(``spec/rules.py``) refuses any other, and the judge (``results/verdicts.py``) decides
+every one of them on a run that has it (``tests/results/test_verdicts.py`` checks both).
 """
 
 from __future__ import annotations
@@ -36,6 +40,10 @@ class Metric:
     distribution: bool = False  # True: judged at a statistic (p99, mean, ...)
     better: Literal["lower", "higher"] = "higher"
     derived: bool = False  # computed from other metrics, labelled as such in reports
+    judged: bool = True  # False: reported for reading only; no criterion may name it
+    # Measured only on a GPU: a kernel's time (the CPU runs the Triton interpreter) or a
+    # utilisation of the GPU's peak; a criterion on it is refused for a `cpu` cluster.
+    needs_gpu: bool = False
 
 
 _SERVING = [
@@ -127,6 +135,7 @@ _TRAINING = [
         "fraction",
         "Model FLOPs utilisation: tflops_per_gpu / the GPU's dense peak for the training dtype.",
         derived=True,
+        needs_gpu=True,
     ),
     Metric(
         "peak_memory_gb",
@@ -143,6 +152,7 @@ _KERNELS = [
         "kernels",
         "%",
         "Achieved rate / the binding roofline (HBM bandwidth or dense matrix peak).",
+        needs_gpu=True,
     ),
     Metric(
         "speedup_vs_reference",
@@ -150,6 +160,7 @@ _KERNELS = [
         "x",
         "Torch reference time / kit kernel time.",
         derived=True,
+        needs_gpu=True,
     ),
     Metric(
         "max_rel_error",
@@ -170,7 +181,10 @@ _COLLECTIVES = [
         "pct_reference",
         "collectives",
         "%",
-        "Bus bandwidth / the platform's reference bus bandwidth.",
+        "100 × bus bandwidth at the largest message size / the platform's reference bus "
+        "bandwidth for the collective and scope (within a node, across nodes) that the "
+        "cluster stage compared against (cluster/data/collectives_reference.yaml); the worst "
+        "run decides.",
     ),
     Metric(
         "wrong", "collectives", "count", "Elements with wrong results (#wrong).", better="lower"
@@ -188,3 +202,8 @@ def metric(section: str, name: str) -> Metric | None:
 
 def metric_names(section: str) -> list[str]:
     return [name for (sec, name) in METRICS if sec == section]
+
+
+def judgeable(section: str) -> list[str]:
+    """Names of ``section`` an acceptance criterion may use (see the module docstring)."""
+    return [m.name for m in METRICS.values() if m.section == section and m.judged]

@@ -16,7 +16,14 @@ Operators (``op``):
   item, ignoring case (``AMD Instinct MI300X`` contains ``MI300X``).
 - ``true``: ``measured`` is truthy; ``threshold`` only describes what was expected.
 
-``skip`` (a reason) records a first-class ``skip`` outcome instead of comparing.
+``skip`` (a reason) records a first-class ``skip`` outcome instead of comparing: the check
+could not run or does not apply here, and the record says why (``reason``; the message is
+``<check>: skipped: <reason>``); ``measured`` keeps whatever was measured (a busbw without a
+reference to judge it by is still a measurement). A condition a check cannot judge is a skip
+with its reason, never a silent pass.
+
+``detail`` is appended to the message of a failed check (which device, which file); ``note``
+to every message (how a passing value was judged, e.g. links downtrained at idle).
 """
 
 from __future__ import annotations
@@ -94,9 +101,11 @@ def record(spec):
     unit = spec.get("unit") or ""
     skip = spec.get("skip") or ""
     suffix = f" {unit}" if unit else ""
+    reason = ""
     if skip and not (isinstance(skip, str) and skip.lower() in ("false", "no", "0")):
         status, expected = "skip", _show(threshold) if threshold is not None else ""
-        message = f"{check}: skipped: {skip}"
+        reason = str(skip).strip()
+        message = f"{check}: skipped: {reason}"
     else:
         passed, expected = evaluate(op, measured, threshold)
         status = "pass" if passed else "fail"
@@ -106,6 +115,8 @@ def record(spec):
             message = f"{check}: expected {expected}{suffix}, found {_show(measured)}{suffix}"
             if spec.get("detail"):
                 message += f" ({spec['detail']})"
+    if spec.get("note") and status != "skip":
+        message += f"; {spec['note']}"
     return {
         "check": check,
         "status": status,
@@ -113,6 +124,7 @@ def record(spec):
         "threshold": threshold,
         "expected": expected,
         "unit": unit,
+        "reason": reason,
         "message": message,
     }
 
@@ -120,7 +132,7 @@ def record(spec):
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(
-        ("check", "measured", "threshold", "op", "skip", "unit", "detail", "checks")
+        ("check", "measured", "threshold", "op", "skip", "unit", "detail", "note", "checks")
     )
     _requires_connection = False
 

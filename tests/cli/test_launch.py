@@ -11,6 +11,7 @@ import json
 import os
 import queue
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -236,3 +237,175 @@ def test_launch_print_json_lists_both_ranks_of_the_two_node_sglang_example():
         assert argv[argv.index("--dist-init-addr") + 1] == "198.51.100.11:5000"
     assert launches[0]["health_url"] == "http://198.51.100.11:8000/health"
     assert launches[1]["health_url"] is None  # only node 0 serves HTTP
+
+
+def test_launch_with_an_unset_secret_is_the_specs_one_line(tmp_path):
+    """``${VAR}`` in ``model.hf_token`` with VAR unset: exit 2 and the spec's own located
+    line (as ``validate`` words it), no traceback, nothing built or started."""
+    name = "secret-unset"
+    root = workspace(tmp_path, name, serving=_SERVING)
+    spec_file = root / "pocs" / name / "poc.yaml"
+    data = yaml.safe_load(spec_file.read_text())
+    data["model"]["hf_token"] = "${POCFORGE_TEST_UNSET_TOKEN}"
+    spec_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    env = {k: v for k, v in os.environ.items() if k != "POCFORGE_TEST_UNSET_TOKEN"}
+    result = subprocess.run(
+        [POCFORGE, "launch", name], cwd=root, capture_output=True, text=True, timeout=60, env=env
+    )
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert re.fullmatch(
+        rf"pocs/{name}/poc\.yaml:\d+: model\.hf_token: environment variable "
+        r"POCFORGE_TEST_UNSET_TOKEN is not set; export it first",
+        line,
+    ), line
+    assert not (root / "pocs" / name / "model").exists()  # refused before any work
+
+
+_SERVING = {
+    "framework": "vllm",
+    "workloads": [
+        {
+            "name": "w",
+            "dataset": {"kind": "random", "isl": 8, "osl": 8},
+            "load": {"concurrency": [1]},
+            "num_prompts": 1,
+        }
+    ],
+}
+
+
+def ray_layout_spec(root: Path) -> Path:
+    """vLLM TP 8 × PP 2 over two 8-GPU nodes: the Ray layout (head + server on node 0)."""
+    spec = {
+        "poc": {"name": "tp-pp", "customer": "pocforge tests", "owner": "tests"},
+        "model": {"id": "org/dense", "facts": {"experts": 0}},
+        "cluster": {
+            "gpu": "H200",
+            "nodes": 2,
+            "gpus_per_node": 8,
+            "hosts": [
+                {"name": "a", "address": "198.51.100.41"},
+                {"name": "b", "address": "198.51.100.42"},
+            ],
+        },
+        "serving": {**_SERVING, "parallelism": {"tp": 8, "pp": 2}},
+    }
+    folder = root / "pocs" / "tp-pp"
+    folder.mkdir(parents=True)
+    (folder / "poc.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    return folder / "poc.yaml"
+
+
+def test_rank_zero_of_a_ray_layout_starts_the_head_then_the_server(tmp_path):
+    """Node 0 of TP×PP over two nodes has two launches: the Ray head comes first and the
+    server joins exactly the address the head listens on; node 1 runs the worker only."""
+    from pocforge.cli.launch import node_launches
+    from pocforge.spec import load_spec
+
+    spec = load_spec(ray_layout_spec(tmp_path))
+    head, server = node_launches(spec, 0, None)
+    assert (head.role, server.role) == ("ray-head", "server")
+    assert head.argv[:3] == ["ray", "start", "--head"] and "--block" in head.argv
+    port = next(a.split("=", 1)[1] for a in head.argv if a.startswith("--port="))
+    assert server.env["RAY_ADDRESS"] == f"198.51.100.41:{port}"
+    assert server.health_url == "http://198.51.100.41:8000/health"
+    assert [one.role for one in node_launches(spec, 1, None)] == ["ray-worker"]
+
+
+def test_launch_rank_zero_of_a_ray_layout_gets_as_far_as_starting_the_head(tmp_path):
+    """``launch --node-rank 0`` used to die unpacking two launches into one (a traceback);
+    now it gets to starting the Ray head, and without ``ray`` on this machine it says so
+    in one line (exit 1), starting nothing after it."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    path = f"{bin_dir}:/usr/bin:/bin"
+    if shutil.which("ray", path=path):
+        pytest.skip("ray is installed here: this test needs it absent")
+    spec_file = ray_layout_spec(tmp_path / "ws")
+    result = subprocess.run(
+        [POCFORGE, "launch", str(spec_file), "--node-rank", "0"],
+        cwd=tmp_path / "ws",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PATH": path},
+    )
+    assert result.returncode == 1, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    assert result.stderr.strip().splitlines() == [
+        "tp-pp node 0: cannot start the ray-head (ray): No such file or directory; "
+        "is it installed on this node?"
+    ]
+    assert "starting vllm" not in result.stdout  # the server never started without its head
+
+
+HEAD = """
+import pathlib, socket, sys, time
+port = int(sys.argv[1].split("=")[1])
+time.sleep(1.0)  # a head that takes a while: the server must wait for it
+sock = socket.socket()
+sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+sock.bind(("127.0.0.1", port))
+sock.listen()
+pathlib.Path("head_listening").write_text(repr(time.time()))
+time.sleep(600)
+"""
+SERVER = """
+import functools, http.server, pathlib, sys, time
+pathlib.Path("server_started").write_text(repr(time.time()))
+handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=".")
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), handler).serve_forever()
+"""
+
+
+def test_start_node_readies_each_launch_before_the_next(tmp_path):
+    """Real processes in the Ray layout's roles: the server starts only once the head's
+    port accepts connections, is reported healthy, and both stop from the list the
+    launcher stops on Ctrl-C (server first)."""
+    from pocforge.cli.launch import start_node
+    from pocforge.frameworks.base import NodeLaunch
+    from pocforge.spec import load_spec
+
+    spec = load_spec(ray_layout_spec(tmp_path))
+    head_port, http_port = free_port(), free_port()
+    launches = [
+        NodeLaunch(
+            "serving",
+            "vllm",
+            0,
+            "127.0.0.1",
+            "ray-head",
+            [sys.executable, "-c", HEAD, f"--port={head_port}"],
+        ),
+        NodeLaunch(
+            "serving",
+            "vllm",
+            0,
+            "127.0.0.1",
+            "server",
+            [sys.executable, "-c", SERVER, str(http_port)],
+            files={"health": "ok\n"},  # SimpleHTTPRequestHandler answers GET /health with it
+            health_url=f"http://127.0.0.1:{http_port}/health",
+        ),
+    ]
+    said: list[str] = []
+    started = []
+    try:
+        start_node(spec, launches, 0, 60, said.append, started=started, log_dir=tmp_path)
+        assert [p.launch.role for p in started] == ["ray-head", "server"]
+        head_up = float((tmp_path / "head_listening").read_text())
+        assert float((tmp_path / "server_started").read_text()) >= head_up
+        assert said[0].startswith("starting vllm ray-head (pid ")
+        assert said[1].startswith(f"ray head up at 127.0.0.1:{head_port} after ")
+        assert said[2].startswith("starting vllm (pid ")
+        assert said[3].startswith(f"tp-pp is serving at http://127.0.0.1:{http_port}/v1 ")
+        logs = sorted(p.name for p in tmp_path.glob("tp-pp-vllm-rank0*.log"))
+        assert [re.sub(r"\d{8}T\d{6}Z", "STAMP", log) for log in logs] == [
+            "tp-pp-vllm-rank0-STAMP.log",
+            "tp-pp-vllm-rank0-ray-head-STAMP.log",
+        ]
+    finally:
+        for process in reversed(started):
+            process.stop()
+    assert all(p.live_group_members() == [] for p in started)

@@ -10,6 +10,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "collectives"
+PREFLIGHT_DATA = ROOT / "tests" / "data" / "preflight"
 
 
 def _load(relpath: str, name: str):
@@ -34,3 +35,18 @@ def nccl_tests():
 @pytest.fixture(scope="session")
 def check_plugin():
     return _load("action_plugins/pocforge_check.py", "pocforge_check_plugin")
+
+
+@pytest.fixture(scope="session")
+def pcie_links():
+    return _load("roles/preflight/filter_plugins/pcie_links.py", "pocforge_pcie_links")
+
+
+@pytest.fixture(scope="session")
+def probe_pcie():
+    return _load("roles/preflight/files/probe_pcie.py", "pocforge_probe_pcie")
+
+
+@pytest.fixture(scope="session")
+def probe_gpu():
+    return _load("roles/gpu_stack/files/probe_gpu.py", "pocforge_probe_gpu")

@@ -53,3 +53,54 @@ def test_unknown_operator_is_an_error(check_plugin):
 
     with pytest.raises(AnsibleActionFail, match="unknown op 'gt'"):
         check_plugin.evaluate("gt", 1, 0)
+
+
+def test_skip_is_first_class_with_its_reason(check_plugin):
+    """A skipped check carries its reason as data (the health matrix and the dashboard keep
+    it) and keeps what was measured; a note never hides a skip's reason."""
+    rec = check_plugin.record(
+        {
+            "check": "gpu_kernel_log",
+            "measured": None,
+            "threshold": 0,
+            "skip": "kernel log not readable: dmesg: read kernel buffer failed: Operation not "
+            "permitted (not root, and kernel.dmesg_restrict=1)",
+            "note": "ignored",
+        }
+    )
+    assert rec["status"] == "skip"
+    assert rec["reason"].endswith("(not root, and kernel.dmesg_restrict=1)")
+    assert rec["message"] == f"gpu_kernel_log: skipped: {rec['reason']}"
+    measured = check_plugin.record(
+        {"check": "alltoall_intra_busbw", "measured": 361.41, "skip": "no busbw reference"}
+    )
+    assert (measured["status"], measured["measured"]) == ("skip", 361.41)
+
+
+def test_note_is_appended_to_pass_and_fail_and_detail_to_fail(check_plugin):
+    ok = check_plugin.record(
+        {
+            "check": "kernel_cmdline",
+            "measured": ["iommu=pt"],
+            "threshold": ["iommu=pt"],
+            "note": "required by the MI300X guide",
+            "detail": "missing ",
+        }
+    )
+    assert ok["message"] == (
+        "kernel_cmdline: [iommu=pt] (expected [iommu=pt]); required by the MI300X guide"
+    )
+    assert ok["reason"] == ""
+    bad = check_plugin.record(
+        {
+            "check": "kernel_cmdline",
+            "measured": [],
+            "threshold": ["iommu=pt"],
+            "note": "required by the MI300X guide",
+            "detail": "missing iommu=pt",
+        }
+    )
+    assert bad["message"] == (
+        "kernel_cmdline: expected [iommu=pt], found [] (missing iommu=pt); "
+        "required by the MI300X guide"
+    )

@@ -72,9 +72,20 @@ def test_multi_node_layouts():
     assert sglang[1]["health_url"] is None  # only node 0 serves HTTP
 
     training = json.loads(plan_json("llama-3-8b-bf16-mi300x-deepspeed"))
-    (launcher,) = training
-    assert launcher["argv"][0] == "/opt/pocforge/venvs/deepspeed/bin/deepspeed"
-    assert "--num_nodes=4" in launcher["argv"]
+    # One DeepSpeed launcher per node (--no_ssh): each node starts its own ranks and gets its
+    # own copy of the hostfile, the DeepSpeed config and the run file.
+    assert [launch["node_rank"] for launch in training] == [0, 1, 2, 3]
+    for launch in training:
+        argv = launch["argv"]
+        assert argv[:3] == [
+            "/opt/pocforge/venvs/deepspeed/bin/python",
+            "-m",
+            "deepspeed.launcher.runner",
+        ]
+        assert "--no_ssh" in argv and f"--node_rank={launch['node_rank']}" in argv
+        assert "--num_nodes=4" in argv and "--master_addr=198.51.100.21" in argv
+        assert set(launch["files"]) == {"hostfile", "ds_config.json", "run.json"}
+    launcher = training[0]
     assert launcher["files"]["hostfile"].splitlines() == [
         f"198.51.100.2{i} slots=8" for i in range(1, 5)
     ]

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from pocforge.metrics import METRICS, Metric, judgeable
 from pocforge.results.verdicts import judge_run, overall
+from pocforge.spec import load_poc
 from pocforge.spec.schema import AcceptanceSpec
 from pocforge.stats import decide, margin
 
@@ -15,8 +19,13 @@ pytestmark = pytest.mark.process
 @pytest.mark.parametrize(
     ("op", "lo", "hi", "expected"),
     [
-        ("<=", 1, 4, "pass"), ("<=", 4, 6, "inconclusive"), ("<=", 6, 9, "fail"),
-        ("<", 1, 5, "inconclusive"), (">=", 5, 9, "pass"), (">", 1, 5, "fail"), (">=", 1, 4, "fail"),
+        ("<=", 1, 4, "pass"),
+        ("<=", 4, 6, "inconclusive"),
+        ("<=", 6, 9, "fail"),
+        ("<", 1, 5, "inconclusive"),
+        (">=", 5, 9, "pass"),
+        (">", 1, 5, "fail"),
+        (">=", 1, 4, "fail"),
     ],
 )
 def test_decide_against_threshold_5(op, lo, hi, expected) -> None:
@@ -48,10 +57,161 @@ def test_demo_criteria_on_a_real_run(demo_run) -> None:
 
 def test_operating_point_and_failures(demo_run) -> None:
     """An impossible latency target fails everywhere; p99 with 120 requests has an interval."""
-    verdicts = judge_run(demo_run, _criteria("serving.chat.ttft_ms.p99 <= 0.001",
-                                             "serving.chat.output_throughput >= 1"))
+    verdicts = judge_run(
+        demo_run,
+        _criteria("serving.chat.ttft_ms.p99 <= 0.001", "serving.chat.output_throughput >= 1"),
+    )
     assert verdicts[0].verdict == "fail" and verdicts[1].verdict == "pass"
     assert "no sweep point met every criterion" in verdicts[0].note
     assert overall(verdicts) == "fail"
     missing = judge_run(demo_run, _criteria("serving.nope.ttft_ms.p99 <= 5"))[0]
     assert missing.verdict == "inconclusive" and "no serving result" in missing.note
+
+
+# every judgeable metric is decided ------------------------------------------------------
+
+COLLECTIVES = Path(__file__).resolve().parents[1] / "data" / "collectives"
+MI300X_INTRA = "rccl_all_reduce_mi300x_1node_8gpu.txt"  # real 8x MI300X run, tests/data/README.md
+
+
+def collectives_stage(run, references) -> list:
+    """The cluster stage's own writer on the role's output of a real rccl-tests run."""
+    from pocforge.cluster.events import ClusterResult, HostResult
+    from pocforge.cluster.records import write_collectives
+
+    text = (COLLECTIVES / MI300X_INTRA).read_text()
+    host = HostResult(host="h1", status="ok")
+    host.outputs["collectives_runs"] = [
+        {"op": "all_reduce", "scope": "intra_node", "rc": 0, "stdout": text}
+    ]
+    with run.stage("collectives") as stage:
+        return write_collectives(
+            stage, ClusterResult("collectives.yml", hosts={"h1": host}), references
+        )
+
+
+@pytest.fixture
+def full_run(store):
+    """A run holding every stage a criterion can name: the demo's real sweep, a training
+    and a timed kernel result, and collectives written with MI300X's busbw references."""
+    from pocforge.cluster.references import collective_references
+    from pocforge.results.schema import KernelResults, KernelRow, TrainingResult, TrainingStep
+
+    from .conftest import DATA
+
+    run = store.create(load_poc("demo"))
+    with run.stage("serving") as stage:
+        stage.add_tree(DATA / "pocforge-sweep-a", "chat")
+    steps = [TrainingStep(step=i, loss=8.0 - 0.5 * i + 0.01 * (i % 2)) for i in range(8)]
+    training = TrainingResult(
+        framework="deepspeed",
+        world_size=8,
+        gpu="MI300X",
+        dtype="bfloat16",
+        steps=steps,
+        tokens_per_s_per_gpu=5000.0,
+        tflops_per_gpu=400.0,
+        mfu=0.31,
+        peak_memory_gb=120.0,
+        final_loss=4.6,
+    )
+    kernels = KernelResults(
+        gpu="MI300X",
+        timed=True,
+        rows=[
+            KernelRow(
+                op="rms_norm",
+                shape={"tokens": 4096, "hidden": 8192},
+                dtype="bfloat16",
+                pct_roofline=71.0,
+                speedup_vs_reference=2.5,
+                max_rel_error=0.004,
+            )
+        ],
+    )
+    with run.stage("training") as stage:
+        stage.write_json("result.json", training)
+    with run.stage("kernels") as stage:
+        stage.write_json("results.json", kernels)
+    collectives_stage(run, collective_references("MI300X", "roce-400g"))
+    run.finish()
+    return run
+
+
+def _judgeable_paths() -> list[tuple[Metric, str]]:
+    """Every metric the registry calls judgeable, as a criterion path on ``full_run``."""
+    prefix = {
+        "serving": "serving.chat.",
+        "training": "training.",
+        "kernels": "kernels.rms_norm.",
+        "collectives": "collectives.all_reduce.",
+    }
+    return [
+        (m, f"{prefix[m.section]}{m.name}{'.p90' if m.distribution else ''}")
+        for m in METRICS.values()
+        if m.name in judgeable(m.section)
+    ]
+
+
+@pytest.mark.parametrize(("found", "path"), _judgeable_paths(), ids=lambda x: getattr(x, "name", x))
+def test_every_judgeable_metric_is_decided(full_run, found, path) -> None:
+    """What validate accepts the judge decides: a threshold far on the good side passes,
+    far on the bad side fails; never inconclusive on a run that has the metric."""
+    far = 1e12 if found.better == "lower" else -1e12
+    good, bad = ("<=", ">=") if found.better == "lower" else (">=", "<=")
+    passed, failed = judge_run(
+        full_run, _criteria(f"{path} {good} {far:g}", f"{path} {bad} {far:g}")
+    )
+    assert passed.verdict == "pass" and failed.verdict == "fail", (passed.note, failed.note)
+    assert passed.estimate is not None
+
+
+def test_pct_reference_is_judged_against_the_stored_reference(full_run) -> None:
+    """The writer stores the reference the cluster stage compared with; the verdict is the
+    run's busbw at its largest message over it (MI300X intra-node all_reduce, 315.9 GB/s)."""
+    from pocforge.results.schema import CollectiveResult, load_document
+
+    (file,) = (full_run.path / "collectives").glob("*.json")
+    stored = load_document(file, CollectiveResult)
+    assert (stored.scope, stored.host, stored.reference_busbw_gbs) == ("intra_node", "h1", 315.9)
+    largest = max(stored.rows, key=lambda r: r.bytes)
+    (verdict,) = judge_run(full_run, _criteria("collectives.all_reduce.pct_reference >= 95"))
+    assert verdict.estimate == pytest.approx(100 * largest.busbw_gbs / 315.9)
+    assert verdict.verdict == "pass" and "h1" in verdict.note
+
+
+def test_pct_reference_without_a_reference_is_inconclusive_and_says_why(store) -> None:
+    """A platform the reference table has nothing for: the result carries no reference and
+    the criterion cannot be decided (never a pass)."""
+    run = store.create(load_poc("demo"))
+    (written,) = collectives_stage(run, None)  # the run's own spec: a cpu, no reference
+    assert written.reference_busbw_gbs is None
+    run.finish()
+    (verdict,) = judge_run(run, _criteria("collectives.all_reduce.pct_reference >= 95"))
+    assert verdict.verdict == "inconclusive" and "no busbw reference" in verdict.note
+
+
+def test_validate_and_the_judge_read_one_list(monkeypatch, full_run, tmp_path, repo) -> None:
+    """Take ``wrong`` off the registry's judgeable list: validate refuses the criterion and
+    the judge leaves it undecided; neither keeps a list of its own."""
+    import dataclasses
+
+    import yaml
+
+    from pocforge import metrics
+    from pocforge.spec import SpecError, load_spec
+
+    key = ("collectives", "wrong")
+    monkeypatch.setitem(
+        metrics.METRICS, key, dataclasses.replace(metrics.METRICS[key], judged=False)
+    )
+    spec = yaml.safe_load((repo / "pocs" / "demo" / "poc.yaml").read_text())
+    spec["acceptance"]["criteria"] = ["collectives.all_reduce.wrong <= 0"]
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / "poc.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(SpecError, match="unknown collectives metric 'wrong'"):
+        load_spec(tmp_path / "demo" / "poc.yaml")
+    (verdict,) = judge_run(full_run, _criteria("collectives.all_reduce.wrong <= 0"))
+    assert (
+        verdict.verdict == "inconclusive" and "not a judgeable collectives metric" in verdict.note
+    )

@@ -215,3 +215,113 @@ def test_unknown_gpu_lists_the_catalog(load, good):
     assert (
         "unknown GPU type 'mi300x' (allowed: MI300X, MI325X, MI355X, H100, H200, B200, cpu)" in msg
     )
+
+
+# criteria the judge could never decide ---------------------------------------------------
+
+
+def test_goodput_needs_the_workloads_slos(load, good):
+    """Goodput counts requests within every SLO: without SLOs it is never reported."""
+    good["serving"]["workloads"][0]["slos"] = []
+    good["acceptance"]["criteria"] = ["serving.chat.goodput >= 2"]
+    (msg,) = messages(load, good)
+    assert "acceptance.criteria.0.metric: serving.chat.goodput: goodput counts requests" in msg
+    assert "'chat' has none" in msg and "add slos to the workload" in msg
+
+
+def test_mfu_needs_a_dtype_with_a_peak(load, good):
+    """The benchmark claims a dense peak for bf16/fp16 only, so fp32 MFU is never computed."""
+    good["training"] = training(dtype="float32")
+    good["acceptance"]["criteria"] = ["training.mfu >= 0.3"]
+    (msg,) = messages(load, good)
+    assert (
+        "mfu needs the GPU's dense peak for the training dtype; none is claimed for float32" in msg
+    )
+    good["training"] = training(dtype="bfloat16")
+    assert load(good).training.dtype == "bfloat16"
+
+
+def test_gpu_only_metrics_are_refused_on_a_cpu_cluster(load, good):
+    """Kernel times under the Triton interpreter are not measured; correctness is."""
+    good.pop("serving")
+    good["cluster"] = {"gpu": "cpu", "gpus_per_node": 1}
+    good["kernels"] = {"ops": [{"op": "rms_norm"}]}
+    good["acceptance"]["criteria"] = [
+        "kernels.rms_norm.max_rel_error <= 0.02",
+        "kernels.rms_norm.pct_roofline >= 50",
+    ]
+    (msg,) = messages(load, good)
+    assert (
+        "criteria.1.metric: kernels.rms_norm.pct_roofline: pct_roofline is measured on a GPU only"
+        in msg
+    )
+
+
+# serving kernels run where they are listed ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("framework", "model", "parallelism", "kernels", "expected"),
+    [
+        (
+            "vllm",
+            {},
+            {"tp": 8},
+            ["rms_norm", "mla_decode"],
+            "serving.kernels.1: mla_decode will not run: vllm has no layer the kit's mla_decode",
+        ),
+        (
+            "sglang",
+            {"facts": MOE_FACTS},
+            {"tp": 8, "ep": 8},
+            ["fused_moe"],
+            "fused_moe will not run: the kit's fused_moe replaces sglang's "
+            "UnquantizedFusedMoEMethod: it declines expert parallelism (ep > 1)",
+        ),
+        (
+            "vllm",
+            {"facts": MOE_FACTS, "quantization": "fp8"},
+            {"tp": 8},
+            ["fused_moe"],
+            "a fp8 checkpoint runs vllm's quantized MoE method",
+        ),
+        ("sglang", {}, {"tp": 8}, ["fp8_gemm"], "sglang has no layer the kit's fp8_gemm"),
+    ],
+)
+def test_serving_kernels_that_will_not_run_are_refused(
+    load, good, framework, model, parallelism, kernels, expected
+):
+    good["serving"].update(framework=framework, parallelism=parallelism, kernels=kernels)
+    good["model"].update(model)
+    (msg,) = messages(load, good)
+    assert expected in msg and "remove it from serving.kernels" in msg, msg
+
+
+def test_serving_kernels_that_run_are_accepted(load, good):
+    """Unquantized MoE without EP: every op with a layer runs, in both frameworks."""
+    good["model"]["facts"] = dict(MOE_FACTS)
+    ops = ["rms_norm", "silu_and_mul", "gelu_and_mul", "rotary_embedding", "fused_moe"]
+    for framework in ("vllm", "sglang"):
+        good["serving"].update(framework=framework, kernels=ops)
+        assert load(good).serving.kernels == ops
+
+
+@pytest.mark.parametrize("framework", ["vllm", "sglang"])
+def test_the_rule_and_the_plugins_read_one_table(framework):
+    """An op validate accepts in a plain layout is exactly an op the framework's plugin
+    registers; an op it refuses, the plugin skips."""
+    from pocforge.spec.schema import KERNEL_OPS
+    from pocforge_kernels.integrations.sglang_hook import SGLANG_OPS
+    from pocforge_kernels.integrations.support import serving_problem
+    from pocforge_kernels.integrations.vllm_plugin import LAYERS
+
+    registered = set(LAYERS) if framework == "vllm" else set(SGLANG_OPS)
+    accepted = {
+        op
+        for op in KERNEL_OPS
+        if serving_problem(
+            framework, op, dtype="bfloat16", quantization="none", expert_parallel=False
+        )
+        is None
+    }
+    assert accepted == registered and "fused_moe" in accepted and "mla_decode" not in accepted

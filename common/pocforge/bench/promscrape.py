@@ -53,6 +53,34 @@ class ServerMetrics(BaseModel):
         default_factory=dict, description="Max of polled gauges during the run."
     )
     polls: int = 0
+    engines: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description="Per engine (vLLM's `engine` label: one per data-parallel rank), the change "
+        "of its request and token counters during the run: how the load spread over the ranks.",
+    )
+
+
+# Counters worth keeping per data-parallel engine (vLLM labels every sample with `engine`).
+ENGINE_COUNTERS = (
+    "vllm:request_success_total",
+    "vllm:generation_tokens_total",
+    "vllm:prompt_tokens_total",
+)
+
+
+def parse_engines(text: str) -> dict[str, dict[str, float]]:
+    """Engine label -> {counter: value summed over its other labels} for ENGINE_COUNTERS."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[str, dict[str, float]] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            engine = s.labels.get("engine")
+            if engine is None or s.name not in ENGINE_COUNTERS:
+                continue
+            per = out.setdefault(engine, {})
+            per[s.name] = per.get(s.name, 0.0) + float(s.value)
+    return out
 
 
 def parse_metrics(text: str) -> dict[str, float]:
@@ -68,12 +96,16 @@ def parse_metrics(text: str) -> dict[str, float]:
     return out
 
 
+async def scrape_text(session: aiohttp.ClientSession, url: str, timeout_s: float = 5.0) -> str:
+    async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+        resp.raise_for_status()
+        return await resp.text()
+
+
 async def scrape(
     session: aiohttp.ClientSession, url: str, timeout_s: float = 5.0
 ) -> dict[str, float]:
-    async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
-        resp.raise_for_status()
-        return parse_metrics(await resp.text())
+    return parse_metrics(await scrape_text(session, url, timeout_s))
 
 
 class Scraper:
@@ -92,10 +124,17 @@ class Scraper:
             self.result.error = f"{type(exc).__name__}: {exc}"
             return None
 
+    async def _engines(self) -> dict[str, dict[str, float]]:
+        try:
+            return parse_engines(await scrape_text(self.session, self.result.url))
+        except Exception:  # noqa: BLE001 - the per-engine view is extra; the totals stand alone
+            return {}
+
     async def start(self) -> None:
         before = await self._try()
         if before is not None:
             self.result.before = before
+            self._engines_before = await self._engines()
             self._task = asyncio.create_task(self._poll())
 
     async def _poll(self) -> None:
@@ -122,4 +161,9 @@ class Scraper:
             self.result.delta = {k: after[k] - self.result.before.get(k, 0.0) for k in after}
             self.result.scraped = True
             self.result.error = None
+            start = getattr(self, "_engines_before", {})
+            self.result.engines = {
+                engine: {k: v - start.get(engine, {}).get(k, 0.0) for k, v in counters.items()}
+                for engine, counters in (await self._engines()).items()
+            }
         return self.result

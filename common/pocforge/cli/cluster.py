@@ -43,6 +43,8 @@ def _table(result) -> None:
     console.print(table)
     for rec in result.failures():
         console.print(f"[red]FAIL[/] {rec.host}: {rec.message}")
+    for rec in result.skipped():
+        console.print(f"[yellow]skip[/] {rec.host}: {rec.message}")
 
 
 def _progress():

@@ -16,7 +16,12 @@ from pocforge.training.summary import TrainingSummary
 
 @click.command("train")
 @click.argument("poc")
-def train_cmd(poc: str) -> None:
+@click.option(
+    "--node-rank",
+    type=int,
+    help="Run this node's ranks of a multi-node POC (train.yml starts every node with its rank).",
+)
+def train_cmd(poc: str, node_rank: int | None) -> None:
     """Train POC's model for its steps with DeepSpeed as a run of its own (results/<poc>/<run>/training/);
     print tokens/s/GPU, TFLOP/s, MFU, peak memory and the loss."""
     from pocforge.runner import RunnerError, run_poc
@@ -28,16 +33,18 @@ def train_cmd(poc: str) -> None:
     if spec.training is None:
         fail(f"{spec.name} has no training section")
     try:
-        run = run_poc(spec, only=["training"], here=True, say=click.echo)
+        run = run_poc(spec, only=["training"], here=True, node_rank=node_rank, say=click.echo)
     except (RunnerError, SpecError) as exc:
         fail(str(exc))
     except LaunchError as exc:
         fail(str(exc), code=1)
     except KeyboardInterrupt:
         sys.exit(130)
-    summary = TrainingSummary.model_validate_json(
-        (run.path / "training" / "summary.json").read_text()
-    )
+    summary_file = run.path / "training" / "summary.json"
+    if not summary_file.is_file():  # another node's part: the first node reports
+        click.echo(f"run: {run.path}")
+        return
+    summary = TrainingSummary.model_validate_json(summary_file.read_text())
     Console().print(summary_table(summary))
     click.echo(f"run: {run.path}")
 

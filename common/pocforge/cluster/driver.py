@@ -135,7 +135,9 @@ def run_playbook_stage(
     with run.stage(name) as stage:
         result = run_playbook(playbook, inventory, run.path, expectations, **kwargs)
         if name == "collectives":
-            write_collectives(stage, result)
+            # the stored reference is exactly the one the playbook judged against
+            reference = expectations.collective_reference if expectations else None
+            write_collectives(stage, result, reference)
         if any(host.checks for host in result.hosts.values()):
             write_health(run, result, name)
         write_provenance(run, result)

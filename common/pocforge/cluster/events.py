@@ -18,6 +18,7 @@ FACT_KEYS = (
     "rdma_nics_data",
     "python_env_data",
     "model_staging_data",
+    "preflight_pcie_data",
 )
 # Facts that carry a role's raw measurements (collectives: each run's stdout); kept on the
 # host for the driver's result files, not in the facts saved for provenance.
@@ -38,6 +39,10 @@ SETUP_KEYS = (
 
 @dataclass
 class CheckRecord:
+    """One host's verdict on one check. ``skip`` is a first-class outcome: the check could
+    not run or does not apply there, and ``reason`` says why ("not root", "nvidia-smi not
+    found", "no busbw reference for ..."); ``message`` reads ``<check>: skipped: <reason>``."""
+
     host: str
     check: str
     status: str  # pass | fail | skip
@@ -45,6 +50,7 @@ class CheckRecord:
     threshold: Any = None
     message: str = ""
     unit: str = ""
+    reason: str = ""
 
 
 @dataclass
@@ -81,6 +87,10 @@ class ClusterResult:
     def failures(self) -> list[CheckRecord]:
         return [c for h in self.hosts.values() for c in h.checks.values() if c.status == "fail"]
 
+    def skipped(self) -> list[CheckRecord]:
+        """The checks that did not run, each with its reason (to list next to the failures)."""
+        return [c for h in self.hosts.values() for c in h.checks.values() if c.status == "skip"]
+
     def to_dict(self) -> dict:
         return {
             "playbook": self.playbook,
@@ -92,6 +102,14 @@ class ClusterResult:
                 for n, h in self.hosts.items()
             },
         }
+
+
+def _reason(rec: dict) -> str:
+    """A skip's reason from its message, for records written before ``reason`` existed."""
+    if rec.get("status") != "skip":
+        return ""
+    _, sep, reason = str(rec.get("message", "")).partition(": skipped: ")
+    return reason if sep else ""
 
 
 class EventCollector:
@@ -134,6 +152,7 @@ class EventCollector:
                 threshold=rec.get("expected", rec.get("threshold")),
                 message=rec.get("message", ""),
                 unit=rec.get("unit") or "",
+                reason=rec.get("reason") or _reason(rec),
             )
         facts = res.get("ansible_facts") or {}
         for key in FACT_KEYS:

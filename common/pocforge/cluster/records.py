@@ -4,7 +4,9 @@
   the playbooks of a run (preflight, then collectives: the later record of a cell wins);
 - ``collectives/<host>-<op>-intra_node.json`` and ``collectives/<op>-inter_node.json``
   (``CollectiveResult``): every collective run's table per message size, parsed from the
-  raw output the collectives role kept, with the raw text beside it under ``raw/``;
+  raw output the collectives role kept, with the raw text beside it under ``raw/``, and
+  the platform's reference busbw for its op and scope, so ``pct_reference`` can be judged
+  from the run folder alone;
 - ``provenance.json`` gains one ``HostFacts`` (source ``ansible``) per host that reported.
 """
 
@@ -14,6 +16,7 @@ import json
 from typing import Any
 
 from pocforge.cluster.events import CheckRecord, ClusterResult
+from pocforge.cluster.references import spec_references
 from pocforge.results.importers.common import ResultImportError
 from pocforge.results.importers.nccl_tests import parse_text
 from pocforge.results.provenance import now
@@ -43,6 +46,8 @@ def health_check(rec: CheckRecord) -> HealthCheck:
     value = None if rec.measured is None else _show(rec.measured)
     if value is not None and rec.unit:
         value = f"{value} {rec.unit}"
+    if rec.status == "skip" and getattr(rec, "reason", ""):
+        value = f"skipped: {rec.reason}"  # shown in the cell: why the check could not run
     return HealthCheck(
         host=rec.host, check=rec.check, status=rec.status, value=value, detail=rec.message or None
     )
@@ -71,9 +76,17 @@ def collective_name(host: str, run: dict) -> str:
     return base if run["scope"] == "inter_node" else f"{host}-{base}"
 
 
-def write_collectives(stage: Stage, result: ClusterResult) -> list[CollectiveResult]:
+def write_collectives(
+    stage: Stage, result: ClusterResult, references: dict | None = None
+) -> list[CollectiveResult]:
     """One ``CollectiveResult`` per run that printed a result table (failed runs are in the
-    health matrix as ``<op>_<scope>_run``); the raw text is kept under ``raw/``."""
+    health matrix as ``<op>_<scope>_run``); the raw text is kept under ``raw/``.
+
+    ``references`` (``{"intra_node": {op: GB/s}, "inter_node": {...}}``) is what the
+    playbook compared against (``ClusterExpectations.collective_reference``); default: the
+    reference table's entry for the run's spec, which is how the expectations are built."""
+    if references is None:
+        references = spec_references(stage.run.manifest.spec)
     written: list[CollectiveResult] = []
     seen: set[str] = set()
     for name, host in result.hosts.items():
@@ -90,6 +103,14 @@ def write_collectives(stage: Stage, result: ClusterResult) -> list[CollectiveRes
                 parsed = parse_text(text, run["op"], f"collectives/{raw}")
             except ResultImportError:
                 continue  # no table: the check "<op>_<scope>_busbw" already says so
+            scope = run["scope"]
+            parsed = parsed.model_copy(
+                update={
+                    "scope": scope,
+                    "host": name if scope == "intra_node" else None,
+                    "reference_busbw_gbs": (references.get(scope) or {}).get(run["op"]),
+                }
+            )
             stage.write_text(raw, text if text.endswith("\n") else text + "\n")
             stage.write_json(f"{key}.json", parsed)
             written.append(parsed)

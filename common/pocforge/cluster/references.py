@@ -29,3 +29,11 @@ def collective_references(gpu: str, scale_out: str | None) -> dict:
         "intra_node": flat(platform.get("intra_node")),
         "inter_node": flat(platform.get(scale_out)) if scale_out else {},
     }
+
+
+def spec_references(spec: dict | None) -> dict:
+    """:func:`collective_references` for a resolved spec as a run stores it (``manifest.spec``):
+    the same lookup the cluster stage's expectations make from the spec."""
+    cluster = (spec or {}).get("cluster") or {}
+    scale_out = (cluster.get("interconnect") or {}).get("scale_out")
+    return collective_references(str(cluster.get("gpu") or ""), scale_out)

@@ -4,8 +4,8 @@
   the background, a pid file per node); the playbook waits until each rank with an HTTP
   endpoint answers its plan's health URL, then the first node runs one
   ``pocforge bench serve`` sweep per workload of the spec against rank 0's endpoint;
-- train: the first node runs ``pocforge bench train <poc.yaml>`` (DeepSpeed's launcher
-  starts the other nodes itself) to completion.
+- train: every node runs ``pocforge bench train <poc.yaml> --node-rank N`` (its own ranks,
+  DeepSpeed's launcher with ``--no_ssh``) to completion; rank 0 writes the summary.
 
 ``run_workload`` chains the playbook, collect.yml (the nodes' run folders into
 ``<run>/cluster/collected/<host>/``) and teardown.yml (always), and adopts what the kit
@@ -68,6 +68,7 @@ def workload_vars(
     from pocforge.bench.from_spec import sweep_config
     from pocforge.frameworks import ADAPTERS, LaunchContext
     from pocforge.frameworks.base import model_path, prepare_model
+    from pocforge.frameworks.startup import startup_timeout_s, training_timeout_s
     from pocforge.paths import workspace_root
 
     poc = str(Path(spec.source_file).resolve())
@@ -79,13 +80,16 @@ def workload_vars(
             prepare_model(spec)  # the kit's tiny test model: its tokenizer feeds the benchmark
         launches = ADAPTERS[spec.serving.framework].plan(spec, LaunchContext(repo=workspace_root()))
         urls = {str(one.node_rank): one.health_url for one in launches if one.health_url}
-        base = launches[0].health_url.rsplit("/", 1)[0]
+        # the entry node: the first launch that answers HTTP (a Ray layout starts its head first)
+        base = next(one.health_url for one in launches if one.health_url).rsplit("/", 1)[0]
         # Jinja, resolved per host by Ansible: each node starts its own rank.
         out["workload_command"] = (
             f"{shlex.quote(pocforge)} launch {shlex.quote(poc)} --node-rank "
             "{{ workload_node_rank }}"
         )
         out["workload_health_urls"] = urls
+        # the launcher's own deadline first, so the playbook reads its failure line
+        out["workload_health_timeout_s"] = int(startup_timeout_s(spec)) + 120
         out["workload_benchmark_commands"] = [
             bench_serve_argv(
                 sweep_config(spec, w, base, model_path(spec)), pocforge, f"bench/{w.name}"
@@ -95,7 +99,11 @@ def workload_vars(
     elif kind == "train":
         if spec.training is None:
             raise ValueError(f"{spec.name} has no training section")
-        out["workload_command"] = f"{shlex.quote(pocforge)} bench train {shlex.quote(poc)}"
+        out["workload_command"] = (
+            f"{shlex.quote(pocforge)} bench train {shlex.quote(poc)} --node-rank "
+            "{{ workload_node_rank }}"
+        )
+        out["workload_train_timeout_s"] = int(training_timeout_s(spec)) + 120
     else:
         raise ValueError(f"unknown workload kind {kind!r} (serve or train)")
     return out

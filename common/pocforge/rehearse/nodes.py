@@ -289,5 +289,3 @@ def running_cluster(folder: Path, count: int) -> Iterator[NetnsCluster]:
     finally:
         made.close()
         assert made.leftovers() == [], "namespaces left behind"
-
-

@@ -247,6 +247,15 @@ class CollectiveResult(Doc):
     avg_busbw_gbs: float | None = None
     out_of_bounds: int | None = None
     source_file: str | None = None
+    scope: Literal["intra_node", "inter_node"] | None = Field(
+        None, description="Within one node or across nodes; None when an import does not say."
+    )
+    host: str | None = Field(None, description="The node a run within one node ran on.")
+    reference_busbw_gbs: float | None = Field(
+        None,
+        description="The platform's reference bus bandwidth (GB/s) for this collective and "
+        "scope, the one the cluster stage compared against; None when there is none.",
+    )
 
 
 # --------------------------------------------------------------------------- cluster

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from pocforge.metrics import judgeable, metric
 from pocforge.results.schema import (
     CollectiveResult,
     KernelResults,
@@ -88,8 +89,14 @@ def _records_by_repeat(folder: Path, point: ServingPoint) -> tuple[list[list[Any
 
 
 def judge_point(
-    point: ServingPoint, folder: Path | None, metric: str, stat: str, op: str, threshold: float,
-    confidence: float = 0.95, seed: int = 0,
+    point: ServingPoint,
+    folder: Path | None,
+    metric: str,
+    stat: str,
+    op: str,
+    threshold: float,
+    confidence: float = 0.95,
+    seed: int = 0,
 ) -> PointVerdict:
     """One serving criterion at one sweep point."""
     from pocforge.bench.run_metrics import DISTRIBUTION_METRICS, samples
@@ -97,11 +104,16 @@ def judge_point(
 
     if point.status == "failed":
         return _none(point.id, "the point failed")
-    note95 = None if abs(confidence - 0.95) < 1e-9 else (
-        f"judged with the serving benchmark's 95% interval, not {confidence:.0%}"
+    note95 = (
+        None
+        if abs(confidence - 0.95) < 1e-9
+        else (f"judged with the serving benchmark's 95% interval, not {confidence:.0%}")
     )
-    slo = SLO(metric=metric, statistic=stat if metric in DISTRIBUTION_METRICS else "mean",
-              threshold=threshold)
+    slo = SLO(
+        metric=metric,
+        statistic=stat if metric in DISTRIBUTION_METRICS else "mean",
+        threshold=threshold,
+    )
     wants = metric in DISTRIBUTION_METRICS and folder is not None
     loaded = _records_by_repeat(folder, point) if wants else None
     v = None
@@ -122,21 +134,40 @@ def judge_point(
         else:
             verdict = "inconclusive"
         note = "; ".join(n for n in (v.note, note95) if n) or None
-        return PointVerdict(point=point.id, verdict=verdict, estimate=v.estimate,
-                            ci_low=v.ci_low, ci_high=v.ci_high, method=v.method, n=v.n,
-                            note=note)
+        return PointVerdict(
+            point=point.id,
+            verdict=verdict,
+            estimate=v.estimate,
+            ci_low=v.ci_low,
+            ci_high=v.ci_high,
+            method=v.method,
+            n=v.n,
+            note=note,
+        )
     key = stat if metric in DISTRIBUTION_METRICS else "value"
     estimate = point.metrics.get(metric, {}).get(key)
     if estimate is None:
         return _none(point.id, f"{metric} {key} not reported")
     ci = point.ci.get(metric, {}).get(key)
     if ci is not None:
-        return PointVerdict(point=point.id, verdict=decide(op, threshold, *ci), estimate=estimate,
-                            ci_low=ci[0], ci_high=ci[1], method="t-interval", n=point.repeats,
-                            note="interval across repeats of the point statistic")
-    return PointVerdict(point=point.id, verdict=decide(op, threshold, estimate, estimate),
-                        estimate=estimate, method="point", n=1,
-                        note="one value, no interval: a point verdict")
+        return PointVerdict(
+            point=point.id,
+            verdict=decide(op, threshold, *ci),
+            estimate=estimate,
+            ci_low=ci[0],
+            ci_high=ci[1],
+            method="t-interval",
+            n=point.repeats,
+            note="interval across repeats of the point statistic",
+        )
+    return PointVerdict(
+        point=point.id,
+        verdict=decide(op, threshold, estimate, estimate),
+        estimate=estimate,
+        method="point",
+        n=1,
+        note="one value, no interval: a point verdict",
+    )
 
 
 def _operating_point(per_point: dict[str, list[PointVerdict]], order: list[str]) -> str | None:
@@ -164,8 +195,14 @@ def _serving(
     for workload, items in by_workload.items():
         if workload not in results:
             for i, c in items:
-                judged[i] = _criterion(c, PointVerdict(point=None, verdict="inconclusive",
-                                                       note=f"no serving result for workload {workload!r}"))
+                judged[i] = _criterion(
+                    c,
+                    PointVerdict(
+                        point=None,
+                        verdict="inconclusive",
+                        note=f"no serving result for workload {workload!r}",
+                    ),
+                )
             continue
         result, folder = results[workload]
         order = [p.id for p in result.points if p.status != "failed"]
@@ -201,9 +238,20 @@ def _serving(
 def _criterion(c: Any, pv: PointVerdict) -> CriterionVerdict:
     m, mp = margin(c.op, c.threshold, pv.estimate)
     return CriterionVerdict(
-        criterion=str(c), metric=c.metric, op=c.op, threshold=c.threshold,
-        confidence=c.confidence, verdict=pv.verdict, estimate=pv.estimate, ci_low=pv.ci_low,
-        ci_high=pv.ci_high, margin=m, margin_pct=mp, method=pv.method, n=pv.n, point=pv.point,
+        criterion=str(c),
+        metric=c.metric,
+        op=c.op,
+        threshold=c.threshold,
+        confidence=c.confidence,
+        verdict=pv.verdict,
+        estimate=pv.estimate,
+        ci_low=pv.ci_low,
+        ci_high=pv.ci_high,
+        margin=m,
+        margin_pct=mp,
+        method=pv.method,
+        n=pv.n,
+        point=pv.point,
         note=pv.note,
     )
 
@@ -211,8 +259,19 @@ def _criterion(c: Any, pv: PointVerdict) -> CriterionVerdict:
 # --------------------------------------------------------------------------- other stages
 
 
+def _not_judgeable(c: Any, section: str, name: str) -> CriterionVerdict | None:
+    """Inconclusive, saying why, for a name the registry does not list as judgeable (the
+    spec rule refuses those, so only a hand-written or older spec gets here)."""
+    if name in judgeable(section):
+        return None
+    allowed = ", ".join(judgeable(section))
+    return _criterion(c, _none(None, f"{name!r} is not a judgeable {section} metric ({allowed})"))
+
+
 def _training(c: Any, result: TrainingResult | None) -> CriterionVerdict:
     name = c.parts[1] if len(c.parts) > 1 else ""
+    if refused := _not_judgeable(c, "training", name):
+        return refused
     if result is None:
         return _criterion(c, _none(None, "no training result"))
     if name == "final_loss" and result.steps:
@@ -220,44 +279,116 @@ def _training(c: Any, result: TrainingResult | None) -> CriterionVerdict:
         ci = t_interval(tail)
         if ci is not None:
             est, lo, hi = ci
-            return _criterion(c, PointVerdict(point=None, verdict=decide(c.op, c.threshold, lo, hi),
-                                              estimate=est, ci_low=lo, ci_high=hi,
-                                              method="t-interval", n=len(tail),
-                                              note=f"mean loss of the last {len(tail)} steps"))
+            return _criterion(
+                c,
+                PointVerdict(
+                    point=None,
+                    verdict=decide(c.op, c.threshold, lo, hi),
+                    estimate=est,
+                    ci_low=lo,
+                    ci_high=hi,
+                    method="t-interval",
+                    n=len(tail),
+                    note=f"mean loss of the last {len(tail)} steps",
+                ),
+            )
     value = getattr(result, name, None)
     if not isinstance(value, int | float):
         return _criterion(c, _none(None, f"training result has no {name}"))
-    return _criterion(c, PointVerdict(point=None, verdict=decide(c.op, c.threshold, value, value),
-                                      estimate=float(value), method="point", n=1))
+    return _criterion(
+        c,
+        PointVerdict(
+            point=None,
+            verdict=decide(c.op, c.threshold, value, value),
+            estimate=float(value),
+            method="point",
+            n=1,
+        ),
+    )
+
+
+def _worst(op: str, values: list[float]) -> float:
+    """The value that decides when every one must meet the threshold."""
+    return max(values) if op in ("<", "<=") else min(values)
 
 
 def _kernels(c: Any, result: KernelResults | None) -> CriterionVerdict:
     op = c.parts[1] if len(c.parts) > 1 else ""
     name = c.parts[2] if len(c.parts) > 2 else ""
+    if refused := _not_judgeable(c, "kernels", name):
+        return refused
+    if result is not None and not result.timed and metric("kernels", name).needs_gpu:
+        return _criterion(
+            c,
+            _none(None, f"{name} needs timed kernels; these ran untimed (the Triton interpreter)"),
+        )
     rows = [r for r in (result.rows if result else []) if r.op == op]
     values = [getattr(r, name) for r in rows if isinstance(getattr(r, name, None), int | float)]
     if not values:
         return _criterion(c, _none(None, f"no kernel result for {op}.{name}"))
-    worst = max(values) if c.op in ("<", "<=") else min(values)  # the worst shape decides
-    return _criterion(c, PointVerdict(point=None, verdict=decide(c.op, c.threshold, worst, worst),
-                                      estimate=float(worst), method="point", n=len(values),
-                                      note=f"worst of {len(values)} shapes"))
+    worst = _worst(c.op, values)  # the worst shape decides
+    return _criterion(
+        c,
+        PointVerdict(
+            point=None,
+            verdict=decide(c.op, c.threshold, worst, worst),
+            estimate=float(worst),
+            method="point",
+            n=len(values),
+            note=f"worst of {len(values)} shapes",
+        ),
+    )
+
+
+def _pct_reference(result: CollectiveResult) -> float | None:
+    """100 × busbw at the largest message / the stored reference (None without either)."""
+    if not result.rows or not result.reference_busbw_gbs:
+        return None
+    largest = max(result.rows, key=lambda r: r.bytes)
+    return 100.0 * largest.busbw_gbs / result.reference_busbw_gbs
 
 
 def _collectives(c: Any, results: list[CollectiveResult]) -> CriterionVerdict:
     coll = c.parts[1] if len(c.parts) > 1 else ""
     name = c.parts[2] if len(c.parts) > 2 else ""
+    if refused := _not_judgeable(c, "collectives", name):
+        return refused
     match = [r for r in results if r.collective == coll]
-    if not match or name not in ("busbw_gbs", "wrong"):
-        return _criterion(c, _none(None, f"no collective result for {coll}.{name}"))
+    if not match:
+        return _criterion(c, _none(None, f"no collective result for {coll}"))
     rows = [row for r in match for row in r.rows]
-    if name == "busbw_gbs":
+    note, n = None, 1
+    if name == "pct_reference":
+        judged = [(r, pct) for r in match if (pct := _pct_reference(r)) is not None]
+        if not judged:
+            return _criterion(
+                c,
+                _none(
+                    None,
+                    f"no busbw reference stored with the {coll} results "
+                    "(none for this platform in the reference table, "
+                    "or imported results)",
+                ),
+            )
+        value = _worst(c.op, [pct for _, pct in judged])
+        runs = ", ".join(f"{r.host or r.scope or 'run'} {pct:.1f}%" for r, pct in judged)
+        note, n = f"worst of {len(judged)} runs against their reference ({runs})", len(judged)
+    elif name == "busbw_gbs":
         largest = max(rows, key=lambda r: r.bytes)
         value = float(largest.busbw_gbs)
-    else:
+    else:  # wrong
         value = float(sum((r.wrong or 0) + (r.inplace_wrong or 0) for r in rows))
-    return _criterion(c, PointVerdict(point=None, verdict=decide(c.op, c.threshold, value, value),
-                                      estimate=value, method="point", n=1))
+    return _criterion(
+        c,
+        PointVerdict(
+            point=None,
+            verdict=decide(c.op, c.threshold, value, value),
+            estimate=value,
+            method="point",
+            n=n,
+            note=note,
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- a run

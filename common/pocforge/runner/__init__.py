@@ -62,9 +62,11 @@ def wants(spec: PocSpec, name: str, remote: bool) -> bool:
     return name == "report" or remote
 
 
-def _stage_runner(name: str, remote: bool, nodes: Nodes | None):
+def _stage_runner(name: str, remote: bool, nodes: Nodes | None, node_rank: int | None = None):
     if not remote:
         runner = local.STAGE_RUNNERS[name]
+        if name == "training":
+            return lambda spec, run, say: runner(spec, run.path / name, say, node_rank)
         return lambda spec, run, say: runner(spec, run.path / name, say)
     if name == "kernels":  # the kernel bench runs where the GPUs are; a cpu rehearsal: here
         runner = local.STAGE_RUNNERS["kernels"]
@@ -98,6 +100,7 @@ def run_poc(
     say: Say = print,
     nodes: Nodes | None = None,
     here: bool = False,
+    node_rank: int | None = None,
     store: RunStore | None = None,
 ) -> Run:
     """Run (or resume) ``spec``'s stages; returns the run. Raises ``RunnerError`` up front.
@@ -106,7 +109,8 @@ def run_poc(
     ``nodes``: run on these nodes (an inventory and how to drive them); default: the
     spec's own hosts or inventory when it has any, else this machine. ``here``: on this
     machine whatever the spec's hosts (a node running its part: ``pocforge bench train`` on
-    the first node starts DeepSpeed's launcher, which reaches the other nodes itself).
+    every node runs its own ranks). ``node_rank``: with ``here``, this node's part of a
+    multi-node deployment.
     """
     remote = not here and on_nodes(spec, nodes)
     order = CLUSTER_STAGES if remote else LOCAL_STAGES
@@ -149,7 +153,7 @@ def run_poc(
                 continue  # rendered below, once the run's status is final
             if done is not None and (moved := run.retire_stage(name)):
                 say(f"{name}: the unfinished attempt is kept as {moved}; running it again")
-            step = _stage_runner(name, remote, nodes)
+            step = _stage_runner(name, remote, nodes, node_rank)
             if remote:
                 step(spec, run, say)  # the cluster steps mark their own stages
             else:

@@ -22,6 +22,7 @@ from pocforge.bench.sweep import run_sweep
 from pocforge.frameworks import ADAPTERS, LaunchContext
 from pocforge.frameworks.base import model_path, prepare_model
 from pocforge.frameworks.process import ManagedProcess, free_port
+from pocforge.frameworks.startup import startup_timeout_s
 from pocforge.paths import workspace_root
 from pocforge.results.adapters import from_kernel_bench, from_training_summary
 from pocforge.spec import PocSpec
@@ -44,7 +45,7 @@ def run_serving(spec: PocSpec, stage_dir: Path, say: Say) -> None:
         say(
             f"serving: starting {serving.framework} (pid {server.pid}), log {stage_dir / 'server.log'}"
         )
-        waited = server.wait_healthy(timeout_s=900)
+        waited = server.wait_healthy(timeout_s=startup_timeout_s(spec))
         base_url = launch.health_url.rsplit("/", 1)[0]
         say(f"serving: healthy after {waited:.0f} s at {base_url}")
         for workload in serving.workloads:
@@ -58,9 +59,16 @@ def run_serving(spec: PocSpec, stage_dir: Path, say: Say) -> None:
         server.stop()
 
 
-def run_training_stage(spec: PocSpec, stage_dir: Path, say: Say) -> None:
+def run_training_stage(
+    spec: PocSpec, stage_dir: Path, say: Say, node_rank: int | None = None
+) -> None:
+    """The training benchmark here; ``node_rank``: this node's part of a multi-node run."""
     say(f"training: DeepSpeed ZeRO-{spec.training.zero_stage}, {spec.training.steps} steps")
-    summary = run_training(spec, stage_dir, LaunchContext.local(workspace_root(), port=free_port()))
+    ctx = LaunchContext.local(workspace_root(), port=free_port(), node_rank=node_rank)
+    summary = run_training(spec, stage_dir, ctx)
+    if summary is None:  # a node other than the first: its ranks ran, rank 0 reports
+        say(f"training: node {node_rank}'s ranks finished")
+        return
     atomic.write_text(
         stage_dir / "result.json", from_training_summary(summary).model_dump_json(indent=2)
     )

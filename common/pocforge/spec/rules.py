@@ -6,11 +6,15 @@ locates them in the YAML.  Each has its own test in ``tests/spec/test_rules.py``
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
-from pocforge.catalog import ModelFacts, model_facts
-from pocforge.metrics import STATISTICS, metric, metric_names
+from pocforge.catalog import ModelFacts, gpu, model_facts
+from pocforge.metrics import STATISTICS, judgeable, metric
+from pocforge.spec.quantization import quantization_problem
 from pocforge.spec.schema import PocSpec
+from pocforge_kernels.integrations.support import serving_problem
 
 Finding = tuple[tuple[str | int, ...], str]
 Rule = Callable[[PocSpec], Iterator[Finding]]
@@ -97,6 +101,60 @@ def dp_attention_needs_moe(spec: PocSpec) -> Iterator[Finding]:
         )
 
 
+def serving_kernels_run(spec: PocSpec) -> Iterator[Finding]:
+    """Every kit kernel in ``serving.kernels`` will run inside the framework with the model's
+    dtype, quantization and the parallel layout (``pocforge_kernels.integrations.support``,
+    the table the plugins register from); one that would not is a promise the server breaks."""
+    if spec.serving is None:
+        return
+    for index, op in enumerate(spec.serving.kernels):
+        problem = serving_problem(
+            spec.serving.framework,
+            op,
+            dtype=spec.model.dtype,
+            quantization=spec.model.quantization,
+            expert_parallel=spec.serving.parallelism.ep > 1,
+        )
+        if problem:
+            yield (
+                ("serving", "kernels", index),
+                f"{op} will not run: {problem}; remove it from serving.kernels "
+                "(kernels.ops still benchmarks it on its own)",
+            )
+
+
+def quantization_has_a_flag(spec: PocSpec) -> Iterator[Finding]:
+    """``model.quantization`` becomes a ``--quantization`` the serving framework knows
+    (``spec/quantization.py``), and ``fp8_block`` names a block-FP8 checkpoint when its
+    config.json is at hand (the frameworks read the block size from it)."""
+    if spec.serving is None:
+        return
+    quantization = spec.model.quantization
+    problem = quantization_problem(spec.serving.framework, quantization)
+    if problem:
+        yield (("model", "quantization"), problem)
+    config = _local_config(spec) if quantization == "fp8_block" else None
+    if config is not None and not (config.get("quantization_config") or {}).get(
+        "weight_block_size"
+    ):
+        yield (
+            ("model", "quantization"),
+            f"fp8_block serves a block-FP8 checkpoint, but {spec.model.id}'s config.json has "
+            "no quantization_config.weight_block_size; write fp8 (online per-tensor FP8)",
+        )
+
+
+def _local_config(spec: PocSpec) -> dict | None:
+    """The model folder's parsed config.json, when the folder is on this machine."""
+    folder = Path(spec.model.id)
+    if spec.source_dir is not None and not folder.is_absolute():
+        folder = spec.source_dir / folder
+    try:
+        return json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def training_fits_cluster(spec: PocSpec) -> Iterator[Finding]:
     """The training world size divides the cluster's GPU count; fp16 is refused on CPU.
 
@@ -152,31 +210,50 @@ def _criterion_problem(spec: PocSpec, parts: list[str]) -> str | None:
             return "write serving.<workload>.<metric>[.<statistic>]"
         if parts[1] not in workloads:
             return f"no workload named {parts[1]!r} (workloads: {', '.join(workloads)})"
-        return _metric_problem("serving", parts[2:])
+        workload = next(w for w in spec.serving.workloads if w.name == parts[1])
+        if parts[2] == "goodput" and not workload.slos:
+            return (
+                f"goodput counts requests meeting every SLO of the workload and {parts[1]!r} has "
+                "none, so it is never reported; add slos to the workload or drop the criterion"
+            )
+        return _metric_problem("serving", parts[2:], spec)
     if section == "training":
         if spec.training is None:
             return "the spec has no training section"
-        return _metric_problem("training", parts[1:])
+        if parts[1:2] == ["mfu"] and spec.training.dtype == "float32":
+            # frameworks/deepspeed.py claims a dense peak for bf16 and fp16 only
+            return (
+                "mfu needs the GPU's dense peak for the training dtype; none is claimed for float32"
+            )
+        return _metric_problem("training", parts[1:], spec)
     if section == "kernels":
         ops = [k.op for k in spec.kernels.ops] if spec.kernels else []
         if len(parts) < 3:
             return "write kernels.<op>.<metric>"
         if parts[1] not in ops:
             return f"kernel {parts[1]!r} is not in kernels.ops ({', '.join(ops) or 'none'})"
-        return _metric_problem("kernels", parts[2:])
+        return _metric_problem("kernels", parts[2:], spec)
     if section == "collectives":
         if len(parts) < 3 or parts[1] not in COLLECTIVES:
             return f"write collectives.<collective>.<metric> with a collective of {', '.join(COLLECTIVES)}"
-        return _metric_problem("collectives", parts[2:])
+        return _metric_problem("collectives", parts[2:], spec)
     return "a metric path starts with serving, training, kernels or collectives"
 
 
-def _metric_problem(section: str, rest: list[str]) -> str | None:
+def _metric_problem(section: str, rest: list[str], spec: PocSpec) -> str | None:
+    """Why ``rest`` (metric[.statistic]) cannot be judged; the names are the registry's
+    judgeable ones, the same list the judge decides (``pocforge.metrics.judgeable``)."""
+    allowed = ", ".join(judgeable(section))
     if not rest:
-        return f"name a metric ({', '.join(metric_names(section))})"
+        return f"name a metric ({allowed})"
     found = metric(section, rest[0])
-    if found is None:
-        return f"unknown {section} metric {rest[0]!r} (allowed: {', '.join(metric_names(section))})"
+    if found is None or rest[0] not in judgeable(section):
+        return f"unknown {section} metric {rest[0]!r} (allowed: {allowed})"
+    if found.needs_gpu and not gpu(spec.cluster.gpu).is_gpu:
+        return (
+            f"{rest[0]} is measured on a GPU only (a `cpu` cluster runs kernels under the "
+            "Triton interpreter, untimed, and has no peak); drop the criterion or use a GPU"
+        )
     if found.distribution and len(rest) != 2:
         return f"{rest[0]} is a distribution: add a statistic ({', '.join(STATISTICS)})"
     if found.distribution and rest[1] not in STATISTICS:
@@ -190,6 +267,8 @@ RULES: list[Rule] = [
     serving_fits_cluster,
     expert_parallel_needs_moe,
     dp_attention_needs_moe,
+    serving_kernels_run,
+    quantization_has_a_flag,
     training_fits_cluster,
     hosts_match_nodes,
     workload_names_unique,

@@ -96,7 +96,8 @@ class ModelSpec(Strict):
         "bfloat16", description="Weights and activations dtype."
     )
     quantization: Literal["none", "fp8", "fp8_block", "int8", "awq", "gptq", "mxfp4"] = Field(
-        "none", description="Weight quantization."
+        "none",
+        description="Weight quantization, passed as the framework's `--quantization` (`spec/quantization.py`): `fp8` a checkpoint's own FP8 or online per-tensor FP8; `fp8_block` a block-FP8 checkpoint such as DeepSeek-V3's (passed as `fp8`; the block size comes from its config.json); `int8` SGLang's `w8a8_int8` (vLLM has no such flag: refused); `awq`, `gptq`, `mxfp4` as named.",
     )
     kv_cache_dtype: Literal["auto", "fp8", "fp8_e4m3", "fp8_e5m2"] = Field(
         "auto", description="KV-cache dtype."
@@ -381,6 +382,11 @@ class ServingSpec(Strict):
         1, ge=1, description="Independent copies of the deployment behind the load generator."
     )
     port: int = Field(8000, ge=1, le=65535, description="HTTP port of the server.")
+    startup_timeout_s: float | None = Field(
+        None,
+        gt=0,
+        description="Seconds a server may take to answer its health URL; default: the weights' bytes at 1 GB/s plus 300 s for compiling (`pocforge.frameworks.startup`).",
+    )
     engine_args: dict[str, EngineArg] = Field(
         default_factory=dict,
         description="Extra engine arguments, passed through (`max-num-seqs: 256`).",
@@ -426,6 +432,11 @@ class TrainingSpec(Strict):
     warmup_steps: int = Field(1, ge=0, description="Steps excluded from throughput.")
     lr: float = Field(1e-4, gt=0, description="Learning rate (AdamW).")
     gradient_clipping: float = Field(1.0, ge=0, description="Gradient norm clip; 0 disables.")
+    timeout_s: float | None = Field(
+        None,
+        gt=0,
+        description="Seconds the whole training run may take before it is stopped; default: startup (as for serving) plus every step at 5% of the GPU's peak (`pocforge.frameworks.startup`).",
+    )
     ds_config: dict[str, Any] = Field(
         default_factory=dict,
         description="Extra DeepSpeed config keys, merged over the generated ones.",

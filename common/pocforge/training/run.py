@@ -9,6 +9,7 @@ from pocforge.frameworks import ADAPTERS, LaunchContext
 from pocforge.frameworks.base import prepare_model
 from pocforge.frameworks.deepspeed import EXTENSIONS_DIR
 from pocforge.frameworks.process import LaunchError, ManagedProcess
+from pocforge.frameworks.startup import training_timeout_s
 from pocforge.spec import PocSpec
 from pocforge.training.summary import TrainingSummary
 
@@ -25,22 +26,35 @@ def clear_stale_locks(extensions_dir: Path) -> list[Path]:
 
 
 def run_training(
-    spec: PocSpec, out_dir: Path, ctx: LaunchContext, timeout_s: float = 1800
-) -> TrainingSummary:
-    """Train ``spec``'s model for its steps from this node (several nodes: DeepSpeed's launcher
-    with a hostfile starts the other nodes' ranks); raise ``LaunchError`` with the log tail."""
+    spec: PocSpec, out_dir: Path, ctx: LaunchContext, timeout_s: float | None = None
+) -> TrainingSummary | None:
+    """Train ``spec``'s model for its steps: this node's ranks (several nodes: each runs its
+    own part, ``ctx.node_rank``); raise ``LaunchError`` with the log tail. Rank 0 (on the
+    first node) writes the summary; the other nodes return None.
+
+    The run is stopped after ``timeout_s`` (default: ``training.timeout_s``, else derived
+    from the model's size and the steps, :func:`~pocforge.frameworks.startup.training_timeout_s`).
+    """
     if spec.training is None:
         raise ValueError(f"{spec.name} has no training section")
     prepare_model(spec)
     clear_stale_locks(EXTENSIONS_DIR)
-    (launch,) = ADAPTERS["deepspeed"].plan(spec, ctx, out_dir=out_dir)
+    launches = ADAPTERS["deepspeed"].plan(spec, ctx, out_dir=out_dir)
+    rank = ctx.node_rank if ctx.node_rank is not None else 0
+    if len(launches) > 1 and ctx.node_rank is None:
+        raise ValueError(
+            f"{spec.name} trains on {len(launches)} nodes: run each node's part with --node-rank N"
+        )
+    (launch,) = [one for one in launches if one.node_rank == rank]
     process = ManagedProcess(launch, out_dir / "train.log", workdir=out_dir)
     process.start()
     try:
-        code = process.wait(timeout_s)
+        code = process.wait(timeout_s or training_timeout_s(spec))
     finally:
         process.stop()
     summary_file = out_dir / "summary.json"
+    if code == 0 and rank > 0:
+        return None
     if code != 0 or not summary_file.is_file():
         raise LaunchError(f"training exited with code {code}", code, process.log_tail())
     return TrainingSummary.model_validate_json(summary_file.read_text())

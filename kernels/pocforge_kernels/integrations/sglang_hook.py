@@ -25,12 +25,14 @@ sets that whitelist must add ``pocforge_kernels`` to it.  Proof lines
 
 from __future__ import annotations
 
+from . import support
 from .proof import say, selected
 
 SELECT_ENV = "POCFORGE_SGLANG_KERNELS"
 PLUGIN_NAME = "pocforge_kernels"  # the entry point's name, for SGLANG_PLUGINS
-# Kit ops with an SGLang layer (see sglang_layers.LAYER_CLASSES and sglang_moe.MOE_HOOKS).
-SGLANG_OPS = ("rms_norm", "silu_and_mul", "gelu_and_mul", "rotary_embedding", "fused_moe")
+# Kit ops with an SGLang layer (sglang_layers.LAYER_CLASSES, sglang_moe.MOE_HOOKS), from the
+# one table of which op runs where (.support), which the kit's validate reads too.
+SGLANG_OPS = tuple(support.layers("sglang"))
 
 _registered: set[str] = set()
 

@@ -31,26 +31,17 @@ This module imports neither vLLM nor torch until :func:`register` finds work to 
 
 from __future__ import annotations
 
+from . import support
 from .proof import LOG_PREFIX, say, selected
 
 SELECT_ENV = "POCFORGE_VLLM_KERNELS"
 
 # Kit op -> (vLLM module, in-tree class whose name CustomOp.__new__ looks up, the
-# in-tree CustomOp name that compilation_config.custom_ops enables).
+# in-tree CustomOp name that compilation_config.custom_ops enables), from the one table of
+# which op runs where (.support), which the kit's validate reads too.
 LAYERS: dict[str, tuple[str, str, str]] = {
-    "rms_norm": ("vllm.model_executor.layers.layernorm", "RMSNorm", "rms_norm"),
-    "silu_and_mul": ("vllm.model_executor.layers.activation", "SiluAndMul", "silu_and_mul"),
-    "gelu_and_mul": ("vllm.model_executor.layers.activation", "GeluAndMul", "gelu_and_mul"),
-    "rotary_embedding": (
-        "vllm.model_executor.layers.rotary_embedding.base",
-        "RotaryEmbedding",
-        "rotary_embedding",
-    ),
-    "fused_moe": (
-        "vllm.model_executor.layers.fused_moe.unquantized_fused_moe_method",
-        "UnquantizedFusedMoEMethod",
-        "unquantized_fused_moe",
-    ),
+    op: (*layer.replaces.rsplit(".", 1), layer.custom_op)
+    for op, layer in support.layers("vllm").items()
 }
 
 _registered: set[str] = set()

@@ -4,7 +4,9 @@
 Usage: probe_gpu.py '{"search_paths": [...], "log_patterns": [...], "rocm_root": "/opt/rocm"}'
 Reports count, models, driver / firmware / ROCm-or-CUDA versions, the kernel driver and
 its device nodes, PCIe link state per GPU, ECC counters, and kernel-log lines that match
-GPU reset / hang patterns. Standard library only.
+GPU reset / hang patterns. Where something cannot be read it says why (``errors``, the
+``error`` of ``ecc`` and ``kernel_log``, ``service_errors``), and it lists the GPUs on the PCI
+bus (``pci_gpus``) so that "no GPU tool" is told apart from "no GPU". Standard library only.
 """
 
 import json
@@ -123,11 +125,15 @@ def probe_amd(tool, rocm_root, facts):
         match = re.search(r"ROCm version:\s*([\w.\-]+)", text or "")
         facts["runtime_version"] = match.group(1) if match else None
     ecc_out, ecc_err = run([tool, "metric", "--ecc", "--json"])
-    if ecc_out is None:
-        facts["ecc"]["error"] = ecc_err
+    try:
+        ecc_entries = gpu_entries(json.loads(ecc_out)) if ecc_out is not None else None
+    except ValueError as exc:
+        ecc_entries, ecc_err = None, f"not JSON ({exc})"
+    if ecc_entries is None:
+        facts["ecc"]["error"] = f"amd-smi metric --ecc: {ecc_err or 'no output'}"
     else:
         corr = uncorr = 0
-        for entry in gpu_entries(json.loads(ecc_out)):
+        for entry in ecc_entries:
             ecc = entry.get("ecc") or {}
             corr += integer(ecc.get("total_correctable_count")) or 0
             uncorr += integer(ecc.get("total_uncorrectable_count")) or 0
@@ -150,12 +156,13 @@ def probe_rocm_smi(tool, rocm_root, facts):
     facts["driver_version"] = (data.get("system") or {}).get("Driver version")
     facts["runtime"] = "rocm"
     facts["runtime_version"] = read(os.path.join(rocm_root, ".info", "version"))
+    facts["ecc"]["error"] = "read with amd-smi only (found rocm-smi, no amd-smi)"
 
 
 NVIDIA_FIELDS = (
     "index,name,pci.bus_id,driver_version,vbios_version,pcie.link.gen.current,"
     "pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max,"
-    "ecc.errors.corrected.volatile.total,ecc.errors.uncorrected.volatile.total"
+    "ecc.errors.corrected.volatile.total,ecc.errors.uncorrected.volatile.total,utilization.gpu"
 )
 # PCIe generation -> GT/s per lane
 GEN_GTS = {1: 2.5, 2: 5.0, 3: 8.0, 4: 16.0, 5: 32.0, 6: 64.0}
@@ -191,6 +198,8 @@ def probe_nvidia(tool, facts):
         )
         corr += integer(cols[9]) or 0
         uncorr += integer(cols[10]) or 0
+        if len(cols) > 11 and integer(cols[11]) is not None:
+            facts["busy_percent"][bdf] = integer(cols[11])
     facts["count"] = len(facts["models"])
     facts["driver_version"] = ",".join(sorted(drivers)) or None
     facts["firmware_version"] = ",".join(sorted(firmware)) or None
@@ -199,16 +208,61 @@ def probe_nvidia(tool, facts):
     banner, _ = run([tool])
     match = re.search(r"CUDA Version:\s*([\d.]+)", banner or "")
     facts["runtime_version"] = match.group(1) if match else None
-    services = {}
     for service in ("nvidia-persistenced", "nvidia-fabricmanager"):
-        state, _ = run(["systemctl", "is-active", service], timeout=10)
-        services[service] = (state or "inactive").strip()
-    facts["services"] = services
+        state, why = service_state(service)
+        facts["services"][service] = state
+        if why:
+            facts["service_errors"][service] = why
+
+
+def service_state(name):
+    """(state, why-unknown): systemctl's answer ("active", "inactive", "failed", ...) even when
+    it exits non-zero (it does for every state but active); "unknown" and the reason when
+    there is no systemctl or it cannot answer (a container without systemd)."""
+    tool = shutil.which("systemctl")
+    if not tool:
+        return "unknown", "systemctl not found (no systemd on this host or container)"
+    try:
+        proc = subprocess.run(
+            [tool, "is-active", name], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return "unknown", f"systemctl is-active {name}: {exc}"
+    state = (proc.stdout or "").strip().splitlines()
+    if state:
+        return state[0].strip(), None
+    why = ((proc.stderr or "").strip().splitlines() or ["no answer"])[0][:200]
+    return "unknown", f"systemctl is-active {name}: {why}"
+
+
+# PCI vendor ids and the device classes of GPUs and compute accelerators (lspci -nn): display
+# controllers (0x03xx: VGA, 3D - "3D controller [0302]" on an A100 SXM4, open-mpi/hwloc issue
+# #653 - and display) and processing accelerators ("Processing accelerators [1200]" on an
+# MI325X, apache/cloudstack issue #11701).
+PCI_VENDORS = {"0x1002": "amd", "0x10de": "nvidia"}
+PCI_GPU_CLASSES = ("0x0300", "0x0302", "0x0380", "0x1200")
+
+
+def pci_gpus(sysfs="/sys/bus/pci/devices"):
+    """The AMD and NVIDIA GPUs on the PCI bus, whatever tool is installed: [{bdf, vendor}]."""
+    found = []
+    try:
+        names = sorted(os.listdir(sysfs))
+    except OSError:
+        return found
+    for name in names:
+        vendor = PCI_VENDORS.get((read(os.path.join(sysfs, name, "vendor")) or "").lower())
+        klass = (read(os.path.join(sysfs, name, "class")) or "").lower()
+        if vendor and klass.startswith(PCI_GPU_CLASSES):
+            found.append({"bdf": name, "vendor": vendor})
+    return found
 
 
 def kernel_log(patterns):
     text, err = run(["dmesg"], timeout=30)
     if text is None:
+        if os.geteuid() != 0 and read("/proc/sys/kernel/dmesg_restrict") == "1":
+            err = f"{err or 'dmesg failed'} (not root, and kernel.dmesg_restrict=1)"
         return {"readable": False, "error": err, "count": None, "matches": []}
     regex = re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE) if patterns else None
     hits = [line for line in text.splitlines() if regex and regex.search(line)]
@@ -234,8 +288,12 @@ def main():
         "kernel_module_loaded": False,
         "device_nodes": {},
         "services": {},
+        "service_errors": {},
+        "busy_percent": {},
         "errors": [],
-        "ecc": {"correctable": None, "uncorrectable": None, "source": None},
+        "ecc": {"correctable": None, "uncorrectable": None, "source": None, "error": None},
+        "euid": os.geteuid(),
+        "pci_gpus": pci_gpus(),
     }
     amd_smi = find_tool("amd-smi", search)
     rocm_smi = find_tool("rocm-smi", search)
@@ -254,6 +312,8 @@ def main():
         facts.update(vendor="nvidia", tool=nvidia_smi, kernel_module="nvidia")
         probe_nvidia(nvidia_smi, facts)
         facts["device_nodes"] = {"/dev/nvidiactl": os.path.exists("/dev/nvidiactl")}
+    else:
+        facts["errors"].append(f"no amd-smi, rocm-smi or nvidia-smi in {', '.join(search)} or PATH")
     if facts["kernel_module"]:
         facts["kernel_module_loaded"] = os.path.isdir(f"/sys/module/{facts['kernel_module']}")
     facts["kernel_log"] = kernel_log(args.get("log_patterns") or [])
