@@ -29,8 +29,14 @@ REHEARSAL_VARS = {
     "preflight_disk_min_free_gb": 0,
     "python_env_enabled": False,
 }
-# Keeps a rehearsal light on a small machine: one thread per rank, quiet vLLM.
-REHEARSAL_ENV = {"OMP_NUM_THREADS": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
+# Keeps a rehearsal light on a small machine (one thread per rank, quiet vLLM), and binds
+# gloo to the nodes' link: their hostnames resolve nowhere, and gloo would fall back to
+# the loopback address, which the other node cannot reach.
+REHEARSAL_ENV = {
+    "OMP_NUM_THREADS": "1",
+    "VLLM_LOGGING_LEVEL": "WARNING",
+    "GLOO_SOCKET_IFNAME": "eth0",
+}
 
 
 def rehearsal_spec(source: Path, folder: Path, addresses: list[str]) -> Path:

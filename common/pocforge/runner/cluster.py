@@ -52,6 +52,30 @@ class Nodes:
         return cls(inventory_from_spec(spec, run_path / "cluster" / "inventory.yml"))
 
 
+def unreachable_nodes(inventory: Path, timeout_s: float = 3.0) -> list[str]:
+    """The inventory's hosts whose SSH port does not answer now (to name a node that died)."""
+    import socket
+
+    import yaml
+
+    data = yaml.safe_load(Path(inventory).read_text()) or {}
+    group = data.get("all") or {}
+    common = group.get("vars") or {}
+    down = []
+    for name, host in (group.get("hosts") or {}).items():
+        host = host or {}
+        address = host.get("ansible_host", name)
+        port = int(host.get("ansible_port", common.get("ansible_port", 22)))
+        if host.get("ansible_connection", common.get("ansible_connection")) == "local":
+            continue
+        try:
+            with socket.create_connection((address, port), timeout=timeout_s):
+                pass
+        except OSError:
+            down.append(f"{name} ({address}) does not answer on SSH port {port}")
+    return down
+
+
 def _require(result: ClusterResult, what: str) -> None:
     """Raise NodeFailure for the hosts that failed or were unreachable. A host whose only
     failure is its checks' verdict is data for the health matrix, not a failed stage."""
@@ -152,9 +176,12 @@ def run_serving(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
                     raise KeyboardInterrupt
                 failed = [p.id for p in summary.points if p.status == "failed"]
                 if failed:
+                    down = unreachable_nodes(nodes.inventory)
+                    where = f"; {'; '.join(down)}" if down else ""
                     raise NodeFailure(
                         f"serving: workload {workload.name}: points {', '.join(failed)} failed "
                         f"({next((p.error for p in summary.points if p.error), 'see summary.json')})"
+                        f"{where}"
                     )
     finally:
         _collect_and_teardown(run, nodes, collected, say)
