@@ -19,7 +19,7 @@ from pocforge.cli.rehearse import REHEARSAL_ENV, REHEARSAL_VARS, rehearsal_spec
 from pocforge.frameworks.base import prepare_model
 from pocforge.rehearse.nodes import missing_prerequisites, running_cluster
 from pocforge.results.store import RunStore
-from pocforge.runner import Nodes, run_poc
+from pocforge.runner import NodeFailure, Nodes, run_poc
 from pocforge.spec import load_spec
 
 from ..conftest import REPO
@@ -141,3 +141,77 @@ def test_a_second_bringup_changes_nothing(rehearsal):
     result = json.loads((again.path / "bringup" / "result.json").read_text())
     assert {h: v["status"] for h, v in result["hosts"].items()} == {"h1": "ok", "h2": "ok"}
     assert {h: v["changed"] for h, v in result["hosts"].items()} == {"h1": 0, "h2": 0}
+
+
+def _fault_variant(rehearsal, root: Path):
+    """The rehearsal POC with a longer workload, so a node can be lost while it runs."""
+    import yaml
+
+    source = rehearsal["variant"].source_file
+    folder = root / POC
+    folder.mkdir(parents=True, exist_ok=True)
+    workload = {
+        "name": "chat",
+        "api": "chat",
+        "dataset": {"kind": "random", "isl": 32, "osl": 8},
+        "load": {"concurrency": [2]},
+        "num_prompts": 400,
+    }
+    data = {"include": str(source), "serving": {"workloads": [workload]}}
+    (folder / "poc.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    return load_spec(folder / "poc.yaml")
+
+
+def test_a_node_lost_mid_serving_fails_the_stage_naming_it_and_resume_completes(
+    rehearsal, tmp_path
+):
+    """h2 (the headless engine's node) loses its sshd and every process mid-sweep: the
+    serving stage fails naming h2, what finished is kept, teardown leaves nothing on h1;
+    with h2 back, --resume runs the stage again (the failed attempt kept) to completion."""
+    import threading
+    import time
+
+    made, nodes, store = rehearsal["made"], rehearsal["nodes"], rehearsal["store"]
+    spec = _fault_variant(rehearsal, tmp_path)
+    h1, h2 = made.hosts
+    before = set(made.processes(h1))
+    started = time.time()
+    found: dict = {}
+
+    def lose_h2_mid_sweep() -> None:  # the runner must run in the main thread (signals)
+        while time.time() - started < 900:
+            fresh = [
+                p
+                for p in (store.root / POC).glob("*/serving/chat/requests-c2.jsonl")
+                if p.stat().st_mtime > started and p.read_text().count("\n") >= 4
+            ]
+            if fresh:
+                found["records"] = fresh[0]
+                made.kill_sshd(h2)  # the node is gone: its sshd, sessions, vLLM engine
+                return
+            time.sleep(0.5)
+
+    killer = threading.Thread(target=lose_h2_mid_sweep, daemon=True)
+    killer.start()
+    with pytest.raises(NodeFailure) as failure:
+        run_poc(spec, nodes=nodes, store=store, only=["serving"], say=print)
+    killer.join(timeout=10)
+    records = found["records"]
+    assert "h2 (198.51.100.12) does not answer" in str(failure.value)
+    run_dir = records.parents[2]
+    manifest = json.loads((run_dir / "run.json").read_text())
+    assert manifest["stages"]["serving"]["status"] == "failed"
+    assert records.read_text().count("\n") >= 4  # what finished is kept
+    left = {pid: cmd for pid, cmd in made.processes(h1).items() if pid not in before}
+    assert not [c for c in left.values() if any(w in c for w in LEFT_BEHIND)], left
+
+    made.start_sshd(h2)
+    made.wait_ssh(h2)
+    resumed = run_poc(
+        spec, nodes=nodes, store=store, resume=run_dir.name, only=["serving"], say=print
+    )
+    manifest = json.loads((resumed.path / "run.json").read_text())
+    assert manifest["stages"]["serving"]["status"] == "complete"
+    assert manifest["stages"]["serving.attempt-1"]["status"] == "failed"
+    summary = json.loads((resumed.path / "serving" / "chat" / "summary.json").read_text())
+    assert [p["status"] for p in summary["points"]] == ["ok"]

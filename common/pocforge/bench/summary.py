@@ -132,6 +132,9 @@ class Summary(BaseModel):
     best_passing_point: str | None = Field(
         None, description="Highest-load point whose every SLO verdict is pass, if any."
     )
+    stopped_because: str | None = Field(
+        None, description="Why the sweep was stopped early by its caller (e.g. a node lost)."
+    )
 
 
 def summary_json_schema() -> dict[str, Any]:

@@ -162,14 +162,23 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     return uvloop.new_event_loop
 
 
+# How often a stop_when check runs during a sweep.
+WATCH_INTERVAL_S = 2.0
+
+
 def run_sweep(
-    config: SweepConfig, out_dir: str | Path, progress: Progress | None = None
+    config: SweepConfig,
+    out_dir: str | Path,
+    progress: Progress | None = None,
+    stop_when: Callable[[], str | None] | None = None,
 ) -> Summary:
     """Run every point and repeat of ``config``; write and return the summary.
 
     Raises :class:`BenchError` when the sweep cannot start (server unreachable, model not
     served). A server dying mid-point fails that point only. SIGINT/SIGTERM (main thread)
-    end the sweep with status ``interrupted``.
+    end the sweep with status ``interrupted``. ``stop_when``: called every few seconds in a
+    worker thread; a text it returns (why) stops the sweep the same way, with that reason
+    in the summary's ``stopped_because`` (a cluster run's node watchdog).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -183,11 +192,31 @@ def run_sweep(
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.add_signal_handler(sig, stop.set)
                 installed.append(sig)
+        watch = asyncio.create_task(_watch(stop_when, stop)) if stop_when else None
         try:
-            return await _sweep(config, out, progress, stop)
+            summary = await _sweep(config, out, progress, stop)
         finally:
+            if watch is not None:
+                watch.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watch
             for sig in installed:
                 loop.remove_signal_handler(sig)
+        if watch is not None and watch_reason:
+            summary.stopped_because = watch_reason[0]
+            write_summary(summary, out)
+        return summary
+
+    watch_reason: list[str] = []
+
+    async def _watch(check: Callable[[], str | None], stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            reason = await asyncio.to_thread(check)  # blocking probes stay off the loop
+            if reason:
+                watch_reason.append(reason)
+                stop.set()
+                return
+            await asyncio.sleep(WATCH_INTERVAL_S)
 
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
         return runner.run(main())

@@ -160,6 +160,11 @@ def run_serving(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
     variables["workload_benchmark_commands"] = []  # the benchmark runs from the controller
     variables.update(nodes.extravars)
     collected = run.path / "cluster" / "collected"
+
+    def watchdog() -> str | None:  # a node that stops answering ends the sweep at once
+        down = unreachable_nodes(nodes.inventory)
+        return "; ".join(down) if down else None
+
     try:
         with run.stage("serving") as stage:
             up = run_playbook_stage(
@@ -171,7 +176,11 @@ def run_serving(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
             for workload in spec.serving.workloads:
                 say(f"serving: workload {workload.name}")
                 cfg = sweep_config(spec, workload, base, model_path(spec))
-                summary = run_sweep(cfg, stage.dir / workload.name)
+                summary = run_sweep(cfg, stage.dir / workload.name, stop_when=watchdog)
+                if summary.stopped_because:
+                    raise NodeFailure(
+                        f"serving: workload {workload.name} stopped: {summary.stopped_because}"
+                    )
                 if summary.status == "interrupted":
                     raise KeyboardInterrupt
                 failed = [p.id for p in summary.points if p.status == "failed"]

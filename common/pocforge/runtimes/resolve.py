@@ -31,7 +31,6 @@ class ResolvedRuntime:
     arch: str
     image: str | None = None
     engine: str = "docker"
-    image_archive: str | None = None
     shm_size: str = "16g"
     mounts: tuple[str, ...] = ()
     python: str | None = None  # venv: the interpreter on the nodes
@@ -94,7 +93,6 @@ def resolve(spec: PocSpec, deployment: Deployment) -> ResolvedRuntime:
         arch=facts.arch,
         image=image,
         engine=runtime.engine,
-        image_archive=runtime.image_archive,
         shm_size=runtime.shm_size,
         mounts=tuple(runtime.mounts),
         python=python,

@@ -351,10 +351,6 @@ class Runtime(Strict):
         description="container: image to run; default: the kit's pinned image for the framework and GPU (`runtimes/images.yaml`).",
     )
     engine: Literal["docker", "podman"] = Field("docker", description="container: the engine.")
-    image_archive: str | None = Field(
-        None,
-        description="container: an image tarball (`docker save`) that bring-up copies and loads, for nodes without registry access.",
-    )
     shm_size: str = Field("16g", pattern=r"^\d+[kmg]?$", description="container: `--shm-size`.")
     mounts: list[str] = Field(
         default_factory=list,
