@@ -155,3 +155,12 @@ def test_new_refuses_bad_names(workspace, name, error):
 def test_every_verb_has_help(verb):
     result = run(verb, "--help")
     assert result.returncode == 0 and "Usage:" in result.stdout
+
+
+def test_run_stage_choices_match_the_runner():
+    """`pocforge run --stage` lists its choices without importing the runner (light
+    --help); they must be the runner's stages."""
+    from pocforge.cli.run import STAGE_NAMES
+    from pocforge.runner import CLUSTER_STAGES, LOCAL_STAGES
+
+    assert STAGE_NAMES == CLUSTER_STAGES and set(LOCAL_STAGES) <= set(STAGE_NAMES)
