@@ -20,7 +20,7 @@ test: ## The whole test suite: unit, kernels (Triton interpreter), real vLLM/SGL
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test-unit: ## Unit tests only: no subprocess, no network, under a minute (a guard fails any that try)
-	POCFORGE_UNIT_GUARD=1 $(BIN)/pytest -m "not integration and not process" $(PYTEST_ARGS)
+	POCFORGE_UNIT_GUARD=1 $(BIN)/pytest -m "not integration and not process and not kernels" $(PYTEST_ARGS)
 
 test-fast: ## Everything but the integration tests (adds quick subprocess/socket tests and the compile check)
 	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)

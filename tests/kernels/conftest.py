@@ -5,6 +5,7 @@ is set here, before any test module imports a kernel.
 """
 
 import os
+from pathlib import Path
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
@@ -48,3 +49,12 @@ def poisoned_outputs():
 def reference_backend(monkeypatch):
     """Route every op to its plain-torch reference for the duration of a test."""
     monkeypatch.setenv("POCFORGE_KERNELS", "reference")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test here is part of the kernel suite (`make test-kernels`): interpreter runs
+    and compile checks take minutes, so `make test-unit` leaves them out."""
+    here = Path(__file__).parent
+    for item in items:
+        if Path(str(item.fspath)).is_relative_to(here):
+            item.add_marker(pytest.mark.kernels)
