@@ -7,8 +7,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from pocforge import __version__
-from pocforge.paths import _CHECKOUT
+from pocforge.paths import local_kit
 
 
 @dataclass(frozen=True)
@@ -33,7 +32,7 @@ def _git(root: Path, *args: str, timeout: float) -> str | None:
 
 def git_state(root: Path | None = None) -> GitState:
     """The git sha and dirty flag of the kit's checkout (``root`` overrides, for tests)."""
-    root = root or _CHECKOUT
+    root = root or local_kit()
     sha = _git(root, "rev-parse", "HEAD", timeout=5)
     if not sha:
         return GitState(None, None)
@@ -47,6 +46,3 @@ def package_version(dist: str) -> str | None:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return None
-
-
-KIT_VERSION = __version__

@@ -15,11 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from pocforge.cli.rehearse import REHEARSAL_ENV, REHEARSAL_VARS, rehearsal_spec
-from pocforge.frameworks.base import prepare_model
+from pocforge.cli.rehearse import rehearsal_target
 from pocforge.rehearse.nodes import missing_prerequisites, running_cluster
 from pocforge.results.store import RunStore
-from pocforge.runner import NodeFailure, Nodes, run_poc
+from pocforge.runner import NodeFailure, run_poc
 from pocforge.spec import load_spec
 
 from ..conftest import REPO
@@ -44,19 +43,8 @@ def rehearsal(tmp_path_factory):
     root = tmp_path_factory.mktemp("rehearse")
     shutil.copytree(REPO / "pocs" / POC, root / "pocs" / POC)
     with running_cluster(root / "nodes", 2) as made:
-        variant = load_spec(
-            rehearsal_spec(
-                root / "pocs" / POC / "poc.yaml",
-                root / ".artifacts" / "rehearse" / POC,
-                [h.address for h in made.hosts],
-            )
-        )
-        prepare_model(variant)
-        nodes = Nodes(
-            made.inventory(root / "inventory.yml"),
-            pocforge=POCFORGE,
-            env=REHEARSAL_ENV,
-            extravars=REHEARSAL_VARS,
+        variant, nodes = rehearsal_target(
+            made, root / "pocs" / POC / "poc.yaml", root / ".artifacts" / "rehearse", POC, POCFORGE
         )
         store = RunStore(root / "results")
         before = {h.name: set(made.processes(h)) for h in made.hosts}

@@ -166,6 +166,27 @@ def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
 WATCH_INTERVAL_S = 2.0
 
 
+async def _watch(check: Callable[[], str | None], stop: asyncio.Event) -> str | None:
+    """Run ``check`` until it gives a reason (then stop the sweep and return it)."""
+    while not stop.is_set():
+        reason = await asyncio.to_thread(check)  # blocking probes stay off the loop
+        if reason:
+            stop.set()
+            return reason
+        await asyncio.sleep(WATCH_INTERVAL_S)
+    return None
+
+
+def _finish_watch(watch: asyncio.Task | None) -> str | None:
+    """The watchdog's reason when it stopped the sweep; else cancel it."""
+    if watch is None:
+        return None
+    if watch.done() and not watch.cancelled():
+        return watch.result()
+    watch.cancel()
+    return None
+
+
 def run_sweep(
     config: SweepConfig,
     out_dir: str | Path,
@@ -196,27 +217,13 @@ def run_sweep(
         try:
             summary = await _sweep(config, out, progress, stop)
         finally:
-            if watch is not None:
-                watch.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await watch
+            reason = _finish_watch(watch)
             for sig in installed:
                 loop.remove_signal_handler(sig)
-        if watch is not None and watch_reason:
-            summary.stopped_because = watch_reason[0]
+        if reason:
+            summary.stopped_because = reason
             write_summary(summary, out)
         return summary
-
-    watch_reason: list[str] = []
-
-    async def _watch(check: Callable[[], str | None], stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            reason = await asyncio.to_thread(check)  # blocking probes stay off the loop
-            if reason:
-                watch_reason.append(reason)
-                stop.set()
-                return
-            await asyncio.sleep(WATCH_INTERVAL_S)
 
     with asyncio.Runner(loop_factory=_loop_factory()) as runner:
         return runner.run(main())

@@ -124,10 +124,10 @@ def _run(
         sys.exit(1)
     except KeyboardInterrupt:
         sys.exit(130)
-    _print_stage(run.path / STAGE_OF[verb] / "result.json")
+    passed = _print_stage(run.path / STAGE_OF[verb] / "result.json")
     click.echo(f"artifacts: {run.path / 'cluster'}")
     click.echo(f"run: {run.path}  (dashboard: pocforge report {spec.name}/{run.path.name})")
-    failed = run.manifest.status != "complete" or _has_failed_checks(run.path, STAGE_OF[verb])
+    failed = run.manifest.status != "complete" or not passed
     sys.exit(1 if failed else 0)
 
 
@@ -152,21 +152,13 @@ def _teardown(spec, store, run_id: str | None, nodes) -> None:
     sys.exit(0 if result.passed else 1)
 
 
-def _has_failed_checks(run_path: Path, stage: str) -> bool:
-    import json
-
-    path = run_path / stage / "result.json"
-    if not path.is_file():
-        return False
-    return not json.loads(path.read_text()).get("passed", True)
-
-
-def _print_stage(path: Path) -> None:
-    """The per host x per check table of a bring-up or preflight stage."""
+def _print_stage(path: Path) -> bool:
+    """Print a stage's per host x per check table (bring-up, preflight); whether it passed
+    (True for a stage that wrote no table)."""
     import json
 
     if not path.is_file():
-        return
+        return True
     from pocforge.cluster.events import CheckRecord, ClusterResult, HostResult
 
     data = json.loads(path.read_text())
@@ -175,6 +167,7 @@ def _print_stage(path: Path) -> None:
         checks = {k: CheckRecord(**v) for k, v in (host.get("checks") or {}).items()}
         result.hosts[name] = HostResult(**{**host, "checks": checks})
     _table(result)
+    return bool(data.get("passed", True))
 
 
 def register(main: click.Group) -> None:

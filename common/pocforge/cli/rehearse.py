@@ -96,30 +96,41 @@ def rehearse_cmd(poc: str, count: int | None, stages: tuple[str, ...]) -> None:
     sys.exit(code)
 
 
+def rehearsal_target(made, source: Path, scratch: Path, name: str, pocforge: str):
+    """(the POC's variant with the nodes' addresses, how the runner drives the nodes) for the
+    rehearsal nodes ``made``; raises SpecError when the variant does not load."""
+    from pocforge.frameworks.base import prepare_model
+    from pocforge.runner import Nodes
+    from pocforge.spec import load_spec
+
+    addresses = [h.address for h in made.hosts]
+    # the variant's folder is named as the POC, as every POC folder is
+    variant = load_spec(rehearsal_spec(source, scratch / name, addresses))
+    prepare_model(variant)
+    nodes = Nodes(
+        made.inventory(scratch / "inventory.yml"),
+        pocforge=pocforge,
+        env=REHEARSAL_ENV,
+        extravars=REHEARSAL_VARS,
+    )
+    return variant, nodes
+
+
 def _rehearse(
     spec, source: Path, scratch: Path, count: int, pocforge: str, stages: list[str]
 ) -> int:
-    from pocforge.frameworks.base import prepare_model
     from pocforge.rehearse.nodes import running_cluster
-    from pocforge.runner import NodeFailure, Nodes, RunnerError, run_poc
-    from pocforge.spec import SpecError, load_spec
+    from pocforge.runner import NodeFailure, RunnerError, run_poc
+    from pocforge.spec import SpecError
 
     code = 0
     with running_cluster(scratch / "nodes", count) as made:
         click.echo(f"rehearsal nodes: {', '.join(f'{h.name} {h.address}' for h in made.hosts)}")
-        addresses = [h.address for h in made.hosts]
-        try:  # the variant's folder is named as the POC, as every POC folder is
-            variant = load_spec(rehearsal_spec(source, scratch / spec.name, addresses))
+        try:
+            variant, nodes = rehearsal_target(made, source, scratch, spec.name, pocforge)
         except SpecError as exc:
             click.echo(str(exc), err=True)
             return 2
-        prepare_model(variant)
-        nodes = Nodes(
-            made.inventory(scratch / "inventory.yml"),
-            pocforge=pocforge,
-            env=REHEARSAL_ENV,
-            extravars=REHEARSAL_VARS,
-        )
         try:
             run = run_poc(variant, nodes=nodes, only=stages or None, say=click.echo)
             verdict = print_verdicts(run, spec.name, Console())

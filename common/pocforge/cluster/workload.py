@@ -62,9 +62,17 @@ def bench_serve_argv(cfg: Any, pocforge: str, out: str) -> list[str]:
 
 
 def workload_vars(
-    spec: Any, kind: str, *, pocforge: str = "pocforge", env: dict | None = None
+    spec: Any,
+    kind: str,
+    *,
+    pocforge: str = "pocforge",
+    env: dict | None = None,
+    benchmark_on_node: bool = True,
 ) -> dict:
-    """Extra vars of the workload role for ``spec`` (``kind``: serve or train)."""
+    """Extra vars of the workload role for ``spec`` (``kind``: serve or train).
+
+    ``benchmark_on_node``: serve also runs the benchmark from the first node (``pocforge run``
+    benchmarks from the controller instead and passes False)."""
     from pocforge.bench.from_spec import sweep_config
     from pocforge.frameworks import ADAPTERS, LaunchContext
     from pocforge.frameworks.base import model_path, prepare_model
@@ -95,6 +103,7 @@ def workload_vars(
                 sweep_config(spec, w, base, model_path(spec)), pocforge, f"bench/{w.name}"
             )
             for w in spec.serving.workloads
+            if benchmark_on_node
         ]
     elif kind == "train":
         if spec.training is None:

@@ -113,28 +113,50 @@ def node_hosts(spec: PocSpec, ctx: LaunchContext) -> list[str]:
     return [f"node{rank}" for rank in range(spec.cluster.nodes)]
 
 
-def inventory_addresses(path: Path) -> list[str]:
-    """Hosts of a YAML Ansible inventory in file order (``ansible_host`` when set)."""
+@dataclass(frozen=True)
+class InventoryHost:
+    name: str
+    address: str  # ``ansible_host`` when set, else the name
+    port: int  # ``ansible_port`` of the host or a group above it, else 22
+    local: bool  # ``ansible_connection: local`` (the controller itself)
+
+
+def inventory_hosts(path: Path) -> list[InventoryHost]:
+    """Hosts of a YAML Ansible inventory in file order, group variables inherited."""
     import yaml
 
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(Path(path).read_text())
     except (OSError, yaml.YAMLError):
         return []
-    found: dict[str, str] = {}
+    found: dict[str, InventoryHost] = {}
 
-    def walk(group: object) -> None:
+    def walk(group: object, inherited: dict) -> None:
         if not isinstance(group, dict):
             return
+        variables = {**inherited, **(group.get("vars") or {})}
         for name, hostvars in (group.get("hosts") or {}).items():
-            address = hostvars.get("ansible_host", name) if isinstance(hostvars, dict) else name
-            found.setdefault(name, str(address))
+            merged = {**variables, **(hostvars if isinstance(hostvars, dict) else {})}
+            found.setdefault(
+                name,
+                InventoryHost(
+                    name=name,
+                    address=str(merged.get("ansible_host", name)),
+                    port=int(merged.get("ansible_port", 22)),
+                    local=merged.get("ansible_connection") == "local",
+                ),
+            )
         for child in (group.get("children") or {}).values():
-            walk(child)
+            walk(child, variables)
 
     for group in (data or {}).values() if isinstance(data, dict) else []:
-        walk(group)
+        walk(group, {})
     return list(found.values())
+
+
+def inventory_addresses(path: Path) -> list[str]:
+    """Addresses of a YAML Ansible inventory's hosts in file order."""
+    return [host.address for host in inventory_hosts(path)]
 
 
 def model_path(spec: PocSpec) -> str:

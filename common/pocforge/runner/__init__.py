@@ -38,7 +38,6 @@ CLUSTER_STAGES = (
     "training",
     "report",
 )
-STAGES = CLUSTER_STAGES  # every stage name a run can have, in order
 Say = Callable[[str], None]
 
 
@@ -52,43 +51,30 @@ def on_nodes(spec: PocSpec, nodes: Nodes | None) -> bool:
 
 
 def wants(spec: PocSpec, name: str, remote: bool) -> bool:
-    """Whether the spec implies stage ``name``."""
-    if name in ("serving", "training", "kernels"):
-        section = getattr(spec, name, None)
-        return section is not None and (name != "kernels" or bool(section.ops))
+    """Whether the spec implies stage ``name`` where it runs.
+
+    The kernel benchmark runs on this machine; on a GPU cluster it belongs on a node with
+    the GPUs (``scripts/gpu-kernels.sh``, then ``pocforge import``), so a cluster run of a
+    GPU POC leaves it out rather than timing kernels on the controller."""
+    if name == "kernels":
+        on_gpus = remote and spec.cluster.gpu != "cpu"
+        return spec.kernels is not None and bool(spec.kernels.ops) and not on_gpus
+    if name in ("serving", "training"):
+        return getattr(spec, name, None) is not None
     if name == "collectives":
         named = any(c.parts[0] == "collectives" for c in spec.acceptance.criteria)
         return remote and (named or (spec.cluster.gpu != "cpu" and spec.cluster.nodes > 1))
     return name == "report" or remote
 
 
-def _stage_runner(name: str, remote: bool, nodes: Nodes | None, node_rank: int | None = None):
-    if not remote:
-        runner = local.STAGE_RUNNERS[name]
-        if name == "training":
-            return lambda spec, run, say: runner(spec, run.path / name, say, node_rank)
-        return lambda spec, run, say: runner(spec, run.path / name, say)
-    if name == "kernels":  # the kernel bench runs where the GPUs are; a cpu rehearsal: here
-        runner = local.STAGE_RUNNERS["kernels"]
-        return lambda spec, run, say: _kernels_here(spec, run, say, runner)
-    step = {
-        "bringup": cluster.run_bringup,
-        "preflight": cluster.run_preflight,
-        "collectives": cluster.run_collectives,
-        "serving": cluster.run_serving,
-        "training": cluster.run_training,
-    }[name]
-    return lambda spec, run, say: step(spec, run, nodes, say)
-
-
-def _kernels_here(spec: PocSpec, run: Run, say: Say, runner) -> None:
-    if spec.cluster.gpu != "cpu":
-        raise RunnerError(
-            "kernels: the kernel benchmark of a GPU cluster runs on a node with the GPUs; "
-            "run `pocforge bench kernels` there (scripts/gpu-kernels.sh) and import the result"
-        )
-    with run.stage("kernels") as stage:
-        runner(spec, stage.dir, say)
+# The stages a cluster run drives through Ansible; they mark their own stage records.
+CLUSTER_STEPS = {
+    "bringup": cluster.run_bringup,
+    "preflight": cluster.run_preflight,
+    "collectives": cluster.run_collectives,
+    "serving": cluster.run_serving,
+    "training": cluster.run_training,
+}
 
 
 def run_poc(
@@ -142,6 +128,8 @@ def run_poc(
     if remote and nodes is None:
         nodes = Nodes.from_spec(spec, run.path)
     wanted = [s for s in order if (only is None or s in only) and wants(spec, s, remote)]
+    if remote and spec.cluster.gpu != "cpu" and spec.kernels and spec.kernels.ops:
+        say("kernels: benchmarked on a GPU node (scripts/gpu-kernels.sh), not in a cluster run")
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         for name in wanted:
@@ -153,12 +141,11 @@ def run_poc(
                 continue  # rendered below, once the run's status is final
             if done is not None and (moved := run.retire_stage(name)):
                 say(f"{name}: the unfinished attempt is kept as {moved}; running it again")
-            step = _stage_runner(name, remote, nodes, node_rank)
-            if remote:
-                step(spec, run, say)  # the cluster steps mark their own stages
+            if remote and name in CLUSTER_STEPS:
+                CLUSTER_STEPS[name](spec, run, nodes, say)
             else:
-                with run.stage(name):
-                    step(spec, run, say)
+                with run.stage(name) as stage:
+                    local.run_stage(name, spec, stage.dir, say, node_rank)
         run.finish()
     except KeyboardInterrupt:
         run.finish("interrupted")

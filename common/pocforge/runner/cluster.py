@@ -15,6 +15,7 @@ A node that fails or cannot be reached fails its stage with its name and the tas
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,9 +26,7 @@ from pocforge.cluster import expectations_from_spec, inventory_from_spec, run_pl
 from pocforge.cluster.driver import PLAYBOOKS
 from pocforge.cluster.events import ClusterResult
 from pocforge.cluster.workload import run_workload, workload_vars
-from pocforge.frameworks import LaunchContext
-from pocforge.frameworks.base import model_path
-from pocforge.runtimes import plan_nodes
+from pocforge.frameworks.base import inventory_hosts, model_path
 from pocforge.spec import PocSpec
 
 Say = Callable[[str], None]
@@ -54,25 +53,15 @@ class Nodes:
 
 def unreachable_nodes(inventory: Path, timeout_s: float = 3.0) -> list[str]:
     """The inventory's hosts whose SSH port does not answer now (to name a node that died)."""
-    import socket
-
-    import yaml
-
-    data = yaml.safe_load(Path(inventory).read_text()) or {}
-    group = data.get("all") or {}
-    common = group.get("vars") or {}
     down = []
-    for name, host in (group.get("hosts") or {}).items():
-        host = host or {}
-        address = host.get("ansible_host", name)
-        port = int(host.get("ansible_port", common.get("ansible_port", 22)))
-        if host.get("ansible_connection", common.get("ansible_connection")) == "local":
+    for host in inventory_hosts(inventory):
+        if host.local:
             continue
         try:
-            with socket.create_connection((address, port), timeout=timeout_s):
+            with socket.create_connection((host.address, host.port), timeout=timeout_s):
                 pass
         except OSError:
-            down.append(f"{name} ({address}) does not answer on SSH port {port}")
+            down.append(f"{host.name} ({host.address}) does not answer on SSH port {host.port}")
     return down
 
 
@@ -145,20 +134,19 @@ def run_collectives(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
     say(f"collectives: {', '.join(f'{h.host} {h.status}' for h in result.hosts.values())}")
 
 
-def entry_url(spec: PocSpec) -> str:
-    """The serving deployment's base URL at its entry node (rank 0's health URL)."""
-    launches = plan_nodes(spec, LaunchContext(repo=Path.cwd()))
-    served = [one for one in launches if one.deployment == "serving" and one.health_url]
-    if not served:
-        raise NodeFailure(f"{spec.name}: no serving launch answers HTTP")
-    return served[0].health_url.rsplit("/", 1)[0]
+def entry_url(health_urls: dict[str, str]) -> str:
+    """The deployment's base URL at its entry node: the lowest rank that answers HTTP."""
+    return health_urls[min(health_urls, key=int)].rsplit("/", 1)[0]
 
 
 def run_serving(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
     """Every node's rank up (serve.yml), the sweeps from here, then collect and teardown."""
-    variables = {**workload_vars(spec, "serve", pocforge=nodes.pocforge, env=nodes.env)}
-    variables["workload_benchmark_commands"] = []  # the benchmark runs from the controller
-    variables.update(nodes.extravars)
+    variables = {
+        **workload_vars(
+            spec, "serve", pocforge=nodes.pocforge, env=nodes.env, benchmark_on_node=False
+        ),
+        **nodes.extravars,
+    }
     collected = run.path / "cluster" / "collected"
 
     def watchdog() -> str | None:  # a node that stops answering ends the sweep at once
@@ -171,7 +159,7 @@ def run_serving(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
                 run, PLAYBOOKS["serve"], nodes.inventory, extravars=variables, limit=nodes.limit
             )
             _require(up, "serving: starting the ranks")
-            base = entry_url(spec)
+            base = entry_url(variables["workload_health_urls"])
             say(f"serving: every rank healthy; benchmarking {base} from this machine")
             for workload in spec.serving.workloads:
                 say(f"serving: workload {workload.name}")

@@ -110,8 +110,16 @@ def run_kernels(spec: PocSpec, stage_dir: Path, say: Say) -> None:
     )
 
 
-STAGE_RUNNERS: dict[str, Callable[[PocSpec, Path, Say], None]] = {
+STAGE_RUNNERS: dict[str, Callable[..., None]] = {
     "kernels": run_kernels,
     "serving": run_serving,
     "training": run_training_stage,
 }
+
+
+def run_stage(name: str, spec: PocSpec, stage_dir: Path, say: Say, node_rank: int | None) -> None:
+    """Stage ``name`` here; ``node_rank`` reaches training (a node's part of a multi-node run)."""
+    if name == "training":
+        run_training_stage(spec, stage_dir, say, node_rank)
+    else:
+        STAGE_RUNNERS[name](spec, stage_dir, say)

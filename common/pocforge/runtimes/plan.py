@@ -12,8 +12,9 @@ from pocforge.runtimes import container
 from pocforge.runtimes.resolve import WHEELS, Deployment, ResolvedRuntime, resolve
 from pocforge.spec import PocSpec
 
-# Hugging Face's cache inside the vendors' images runs as root.
-HF_CACHE = "/root/.cache/huggingface"
+# A hub model is cached on the node's local disk, beside the kit's other node folders,
+# whatever the SSH user's home; the container is pointed at it with HF_HOME.
+HF_HOME = "/opt/pocforge/hf-home"
 
 
 def _mounts(spec: PocSpec) -> list[str]:
@@ -23,7 +24,7 @@ def _mounts(spec: PocSpec) -> list[str]:
     if PurePosixPath(model).is_absolute():
         mounts.append(f"{model}:{model}:ro")
     else:  # a hub id: the node's cache, so a second start does not download again
-        mounts.append(f"{HF_CACHE}:{HF_CACHE}")
+        mounts.append(f"{HF_HOME}:{HF_HOME}")
     mounts.append(f"{WHEELS}:{WHEELS}:ro")
     if spec.source_dir is not None:
         folder = str(spec.source_dir.resolve())
@@ -39,7 +40,7 @@ def _context(runtime: ResolvedRuntime, base: LaunchContext) -> LaunchContext:
 
 
 def _in_venv(launch: NodeLaunch, runtime: ResolvedRuntime) -> NodeLaunch:
-    """A launcher script of the framework (``deepspeed``) from the venv's own ``bin/``."""
+    """A launcher script (``ray``) from the venv's own ``bin/``."""
     if launch.argv and "/" not in launch.argv[0] and launch.argv[0] != runtime.node_python:
         script = str(Path(runtime.node_python).parent / launch.argv[0])
         launch = dataclasses.replace(launch, argv=[script, *launch.argv[1:]])
@@ -57,6 +58,8 @@ def plan_deployment(spec: PocSpec, deployment: Deployment, base: LaunchContext) 
     if runtime.kind == "container":
         kernels = bool(getattr(section, "kernels", None))
         mounts = _mounts(spec)
+        if f"{HF_HOME}:{HF_HOME}" in mounts:
+            runtime = dataclasses.replace(runtime, env={"HF_HOME": HF_HOME, **runtime.env})
         return [
             container.wrap(one, runtime, poc=spec.name, mounts=mounts, kernels=kernels)
             for one in launches
