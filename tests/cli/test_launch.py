@@ -220,8 +220,9 @@ def test_launch_refuses_a_training_only_poc_with_one_line(tmp_path):
 
 
 def test_launch_print_json_lists_both_ranks_of_the_two_node_sglang_example():
-    """``--print --json`` plans every node: rank 0 serves HTTP, rank 1 joins it headless,
-    both with SGLang's multi-node flags pointing at node 0."""
+    """``--print --json`` plans every node in its runtime: on MI355X, the ROCm SGLang
+    container with AMD's device flags; inside it, rank 0 serves HTTP, rank 1 joins it
+    headless, both with SGLang's multi-node flags pointing at node 0."""
     result = launch("deepseek-v3-fp8-mi355x-sglang", "--print", "--json", cwd=REPO)
     assert result.returncode == 0, result.stderr
     launches = json.loads(result.stdout)
@@ -230,7 +231,11 @@ def test_launch_print_json_lists_both_ranks_of_the_two_node_sglang_example():
         (1, "198.51.100.12", "headless"),
     ]
     for x in launches:
-        argv = x["argv"]
+        outer = x["argv"]
+        assert outer[:2] == ["docker", "run"] and x["runtime"]["image"] in outer
+        for flag in ("/dev/kfd", "/dev/dri", "video", "seccomp=unconfined"):
+            assert flag in outer
+        argv = x["runtime"]["inner_argv"]
         assert x["framework"] == "sglang" and argv[1:3] == ["-m", "sglang.launch_server"]
         assert argv[argv.index("--node-rank") + 1] == str(x["node_rank"])
         assert argv[argv.index("--nnodes") + 1] == "2"
@@ -306,22 +311,25 @@ def test_rank_zero_of_a_ray_layout_starts_the_head_then_the_server(tmp_path):
     spec = load_spec(ray_layout_spec(tmp_path))
     head, server = node_launches(spec, 0, None)
     assert (head.role, server.role) == ("ray-head", "server")
-    assert head.argv[:3] == ["ray", "start", "--head"] and "--block" in head.argv
-    port = next(a.split("=", 1)[1] for a in head.argv if a.startswith("--port="))
-    assert server.env["RAY_ADDRESS"] == f"198.51.100.41:{port}"
+    assert head.argv[:2] == server.argv[:2] == ["docker", "run"]  # H200: the CUDA container
+    inner = head.runtime["inner_argv"]
+    assert inner[:3] == ["ray", "start", "--head"] and "--block" in inner
+    port = next(a.split("=", 1)[1] for a in inner if a.startswith("--port="))
+    assert server.runtime["env"]["RAY_ADDRESS"] == f"198.51.100.41:{port}"
     assert server.health_url == "http://198.51.100.41:8000/health"
     assert [one.role for one in node_launches(spec, 1, None)] == ["ray-worker"]
 
 
 def test_launch_rank_zero_of_a_ray_layout_gets_as_far_as_starting_the_head(tmp_path):
     """``launch --node-rank 0`` used to die unpacking two launches into one (a traceback);
-    now it gets to starting the Ray head, and without ``ray`` on this machine it says so
+    now it gets to starting the Ray head (in the H200 plan's CUDA container), and without
+    ``docker`` on this machine it says so
     in one line (exit 1), starting nothing after it."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     path = f"{bin_dir}:/usr/bin:/bin"
-    if shutil.which("ray", path=path):
-        pytest.skip("ray is installed here: this test needs it absent")
+    if shutil.which("docker", path=path):
+        pytest.skip("docker is installed here: this test needs it absent")
     spec_file = ray_layout_spec(tmp_path / "ws")
     result = subprocess.run(
         [POCFORGE, "launch", str(spec_file), "--node-rank", "0"],
@@ -334,7 +342,7 @@ def test_launch_rank_zero_of_a_ray_layout_gets_as_far_as_starting_the_head(tmp_p
     assert result.returncode == 1, result.stderr
     assert "Traceback" not in result.stderr + result.stdout
     assert result.stderr.strip().splitlines() == [
-        "tp-pp node 0: cannot start the ray-head (ray): No such file or directory; "
+        "tp-pp node 0: cannot start the ray-head (docker): No such file or directory; "
         "is it installed on this node?"
     ]
     assert "starting vllm" not in result.stdout  # the server never started without its head
@@ -363,11 +371,8 @@ def test_start_node_readies_each_launch_before_the_next(tmp_path):
     """Real processes in the Ray layout's roles: the server starts only once the head's
     port accepts connections, is reported healthy, and both stop from the list the
     launcher stops on Ctrl-C (server first)."""
-    from pocforge.cli.launch import start_node
-    from pocforge.frameworks.base import NodeLaunch
-    from pocforge.spec import load_spec
+    from pocforge.frameworks.process import NodeLaunch, start_node
 
-    spec = load_spec(ray_layout_spec(tmp_path))
     head_port, http_port = free_port(), free_port()
     launches = [
         NodeLaunch(
@@ -392,7 +397,7 @@ def test_start_node_readies_each_launch_before_the_next(tmp_path):
     said: list[str] = []
     started = []
     try:
-        start_node(spec, launches, 0, 60, said.append, started=started, log_dir=tmp_path)
+        start_node("tp-pp", launches, 0, 60, said.append, started, tmp_path)
         assert [p.launch.role for p in started] == ["ray-head", "server"]
         head_up = float((tmp_path / "head_listening").read_text())
         assert float((tmp_path / "server_started").read_text()) >= head_up

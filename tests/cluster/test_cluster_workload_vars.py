@@ -1,11 +1,12 @@
-"""serve.yml's inputs from a spec, without hosts: each node's rank command, the health URLs
-of the plan, and benchmark command lines that ``pocforge bench serve`` itself accepts."""
+"""serve.yml's inputs from a spec, without hosts: each node's planned launches in the
+deployment's runtime, the health URLs of the plan, the process manager the nodes run."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import yaml
 
-from pocforge.cli.bench import bench
 from pocforge.cluster.events import CheckRecord
 from pocforge.cluster.records import health_check
 from pocforge.cluster.workload import workload_vars
@@ -45,23 +46,26 @@ def two_node_spec(tmp_path):
     return load_spec(path)
 
 
-def test_serve_vars_start_each_rank_and_bench_rank_zero(tmp_path):
-    """Every node runs its own rank; the headless rank has no health URL; the sweep targets
-    rank 0's address and parses with the bench verb's own options."""
+def test_serve_vars_plan_each_node_in_its_runtime(tmp_path):
+    """Each node gets its own launches, planned here in the deployment's runtime (vLLM on
+    H200: the CUDA container), the node's platform variables inside the container's
+    environment; only rank 0 (the API server) has a health URL; the nodes run the kit's
+    process manager, copied from this checkout."""
     spec = two_node_spec(tmp_path)
-    out = workload_vars(spec, "serve", pocforge="/kit/bin/pocforge")
-    assert out["workload_command"] == (
-        f"/kit/bin/pocforge launch {spec.source_file.resolve()} "
-        "--node-rank {{ workload_node_rank }}"
-    )
+    node_env = {0: {"NCCL_SOCKET_IFNAME": "ens1f0"}, 1: {"NCCL_SOCKET_IFNAME": "ens2f0"}}
+    out = workload_vars(spec, "serve", env={"NCCL_DEBUG": "WARN"}, node_env=node_env)
+    assert sorted(out["workload_plans"]) == ["0", "1"]
+    for rank, iface in (("0", "ens1f0"), ("1", "ens2f0")):
+        (launch,) = out["workload_plans"][rank]
+        argv = launch["argv"]
+        assert argv[:2] == ["docker", "run"] and "--gpus" in argv
+        assert f"NCCL_SOCKET_IFNAME={iface}" in argv and "NCCL_DEBUG=WARN" in argv
+        assert launch["node_rank"] == int(rank)
+    assert "--headless" in out["workload_plans"]["1"][0]["runtime"]["inner_argv"]
     assert out["workload_health_urls"] == {"0": "http://198.51.100.31:8000/health"}
-    (argv,) = out["workload_benchmark_commands"]
-    assert argv[:3] == ["/kit/bin/pocforge", "bench", "serve"]
-    ctx = bench.commands["serve"].make_context("serve", argv[3:])
-    assert ctx.params["base_url"] == "http://198.51.100.31:8000"
-    assert ctx.params["concurrency"] == [1, 4] and ctx.params["num_prompts"] == 8
-    assert ctx.params["slos"] == ("ttft_ms:p99:2000",) and ctx.params["out"] == "bench/chat"
-    assert ctx.params["gpus"] == 16
+    assert Path(out["workload_launcher"]).name == "process.py"
+    assert Path(out["workload_launcher"]).is_file()
+    assert out["workload_health_timeout_s"] == out["workload_timeout_s"] + 120
 
 
 def test_health_cell_names_value_with_unit():

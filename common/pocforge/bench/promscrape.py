@@ -4,36 +4,115 @@ Before and after each point the kit reads every ``vllm:`` / ``sglang:`` sample (
 label sets; histogram buckets dropped, their ``_sum``/``_count`` kept) and stores both and
 their difference; while the point runs it polls the gauges (KV-cache usage, running and
 waiting requests) once a second, because right after a point they are back to zero and only
-the peak says how loaded the server was. Parsing is prometheus_client's.
+the peak says how loaded the server was. From the difference it derives the figures both
+servers report under their own names (:data:`DERIVED`: requests, tokens, prefix-cache hit
+rate, the server's own mean TTFT...), so a vLLM and an SGLang point read the same way.
+Parsing is prometheus_client's.
+
+The names are those of vLLM 0.32 and SGLang 0.5.23 (SGLang needs ``--enable-metrics``), as
+captured from real servers in ``tests/data/metrics/``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
+from typing import NamedTuple
 
 import aiohttp
 from pydantic import BaseModel, ConfigDict, Field
 
 PREFIXES = ("vllm:", "sglang:")
-# Gauges whose peak during a point matters; names differ across server versions.
+# Gauges whose peak during a point matters; names differ across servers and versions.
 PEAK_GAUGES = (
     "vllm:kv_cache_usage_perc",
     "vllm:gpu_cache_usage_perc",
     "vllm:num_requests_running",
     "vllm:num_requests_waiting",
-    "sglang:token_usage",
+    "sglang:token_usage",  # fraction of the KV-cache pool in use
     "sglang:num_running_reqs",
     "sglang:num_queue_reqs",
 )
-KEY_COUNTERS = (
-    "vllm:num_preemptions_total",
-    "vllm:num_preemptions",
-    "vllm:prompt_tokens_total",
-    "vllm:generation_tokens_total",
-    "vllm:prefix_cache_hits_total",
-    "vllm:prefix_cache_queries_total",
-)
+
+
+class Derived(NamedTuple):
+    """A figure of one run from the change of the server's samples: ``numerator`` (divided
+    by ``denominator`` if there is one) of the first source the server reports. A source
+    counts as reported when its denominator (else its numerator) is among the samples; a
+    missing numerator is then 0 (SGLang exports a labelled counter only once it moved)."""
+
+    definition: str
+    sources: tuple[tuple[str, str | None], ...]
+
+
+def _means(*histograms: str) -> tuple[tuple[str, str], ...]:
+    """Sources of a histogram's mean: its ``_sum`` over its ``_count``, one per server."""
+    return tuple((f"{h}_sum", f"{h}_count") for h in histograms)
+
+
+DERIVED = {
+    "requests": Derived(
+        "Requests the server finished.",
+        (("vllm:request_success_total", None), ("sglang:num_requests_total", None)),
+    ),
+    "prompt_tokens": Derived(
+        "Prompt tokens the server processed.",
+        (("vllm:prompt_tokens_total", None), ("sglang:prompt_tokens_total", None)),
+    ),
+    "generation_tokens": Derived(
+        "Tokens the server generated.",
+        (("vllm:generation_tokens_total", None), ("sglang:generation_tokens_total", None)),
+    ),
+    "prefix_cache_hit_rate": Derived(
+        "Prompt tokens found in the prefix cache / prompt tokens looked up.",
+        (
+            ("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"),
+            ("sglang:cached_tokens_total", "sglang:prompt_tokens_total"),
+        ),
+    ),
+    "preemptions": Derived(
+        "Requests preempted (vLLM) or retracted (SGLang) to free KV cache; SGLang reports "
+        "none until its first retraction.",
+        (("vllm:num_preemptions_total", None), ("sglang:num_retracted_requests_total", None)),
+    ),
+    "ttft_mean_s": Derived(
+        "Mean time to first token as the server measured it (histogram sum / count).",
+        _means("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds"),
+    ),
+    "tpot_mean_s": Derived(
+        "Mean per-request time per output token as the server measured it.",
+        _means(
+            "vllm:request_time_per_output_token_seconds",
+            "sglang:request_time_per_output_token_seconds",
+        ),
+    ),
+    "e2el_mean_s": Derived(
+        "Mean end-to-end request latency as the server measured it.",
+        _means("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds"),
+    ),
+    "queue_time_mean_s": Derived(
+        "Mean time a request waited in the server's queue before it was scheduled.",
+        _means("vllm:request_queue_time_seconds", "sglang:queue_time_seconds"),
+    ),
+}
+
+
+def derive(delta: dict[str, float]) -> dict[str, float]:
+    """:data:`DERIVED` figures of one run from its samples' change; a figure the server does
+    not report, or a ratio over zero, is left out."""
+    out: dict[str, float] = {}
+    for name, figure in DERIVED.items():
+        for numerator, denominator in figure.sources:
+            if denominator is None:
+                if numerator in delta:
+                    out[name] = delta[numerator]
+                    break
+            elif denominator in delta:
+                if delta[denominator]:
+                    out[name] = delta.get(numerator, 0.0) / delta[denominator]
+                break
+    return out
 
 
 class ServerMetrics(BaseModel):
@@ -53,6 +132,11 @@ class ServerMetrics(BaseModel):
         default_factory=dict, description="Max of polled gauges during the run."
     )
     polls: int = 0
+    derived: dict[str, float] = Field(
+        default_factory=dict,
+        description="From `delta`, one name whichever the server: "
+        + "; ".join(f"{name}: {figure.definition}" for name, figure in DERIVED.items()),
+    )
     engines: dict[str, dict[str, float]] = Field(
         default_factory=dict,
         description="Per engine (vLLM's `engine` label: one per data-parallel rank), the change "
@@ -60,7 +144,8 @@ class ServerMetrics(BaseModel):
     )
 
 
-# Counters worth keeping per data-parallel engine (vLLM labels every sample with `engine`).
+# Counters worth keeping per data-parallel engine (vLLM labels every sample with `engine`;
+# SGLang 0.5.23 counts requests and tokens in its one tokenizer process, without a rank).
 ENGINE_COUNTERS = (
     "vllm:request_success_total",
     "vllm:generation_tokens_total",
@@ -84,7 +169,12 @@ def parse_engines(text: str) -> dict[str, dict[str, float]]:
 
 
 def parse_metrics(text: str) -> dict[str, float]:
-    """Sample name -> value summed over label sets, for the server prefixes."""
+    """Sample name -> value summed over label sets, for the server prefixes.
+
+    Samples that are not finite are left out: SGLang's CPU engine reports
+    ``sglang:fwd_occupancy`` as NaN (nothing measured), which would poison a sum and which
+    JSON, hence ``summary.json``, cannot carry.
+    """
     from prometheus_client.parser import text_string_to_metric_families
 
     out: dict[str, float] = {}
@@ -92,12 +182,18 @@ def parse_metrics(text: str) -> dict[str, float]:
         for s in fam.samples:
             if not s.name.startswith(PREFIXES) or s.name.endswith(("_bucket", "_created")):
                 continue
+            if not math.isfinite(s.value):
+                continue
             out[s.name] = out.get(s.name, 0.0) + float(s.value)
     return out
 
 
 async def scrape_text(session: aiohttp.ClientSession, url: str, timeout_s: float = 5.0) -> str:
-    async with session.get(url, timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+    # identity: SGLang's /metrics (prometheus_client's ASGI app) gzips for a client that
+    # accepts it, and the benchmark's session does not decompress (client.make_session).
+    headers = {"Accept-Encoding": "identity"}
+    timeout = aiohttp.ClientTimeout(total=timeout_s)
+    async with session.get(url, headers=headers, timeout=timeout) as resp:
         resp.raise_for_status()
         return await resp.text()
 
@@ -159,6 +255,7 @@ class Scraper:
         if after is not None:
             self.result.after = after
             self.result.delta = {k: after[k] - self.result.before.get(k, 0.0) for k in after}
+            self.result.derived = derive(self.result.delta)
             self.result.scraped = True
             self.result.error = None
             start = getattr(self, "_engines_before", {})

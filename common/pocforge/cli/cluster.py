@@ -20,7 +20,6 @@ VERBS = {
     "train": "train.yml",
     "down": "teardown.yml",
 }
-WORKLOADS = ("serve", "train")
 
 
 def _table(result) -> None:
@@ -88,7 +87,6 @@ def _run(
     inventory: str | None,
     limit: str | None,
     run_id: str | None,
-    pocforge: str = "pocforge",
 ):
     """One stage of ``pocforge run`` on the POC's nodes, into a new run or ``--run-id``'s."""
     from pocforge.cluster import ClusterError, inventory_from_spec
@@ -110,7 +108,7 @@ def _run(
         inv = inventory_from_spec(
             spec, workspace_root() / ".artifacts" / "inventories" / f"{spec.name}.yml"
         )
-    nodes = Nodes(inv, pocforge=pocforge, limit=limit)
+    nodes = Nodes(inv, limit=limit)
     if verb == "down":
         _teardown(spec, store, run_id, nodes)
     try:
@@ -190,15 +188,8 @@ def register(main: click.Group) -> None:
                 "--run-id",
                 help="Run folder name under results/<poc>/ (an existing run gets this stage).",
             )
-            @click.option(
-                "--pocforge",
-                default="pocforge",
-                show_default=True,
-                hidden=verb not in WORKLOADS,
-                help="serve/train: the pocforge command on the nodes.",
-            )
-            def command(poc, inventory, limit, run_id, pocforge):
-                _run(verb, poc, inventory, limit, run_id, pocforge)
+            def command(poc, inventory, limit, run_id):
+                _run(verb, poc, inventory, limit, run_id)
 
             return command
 

@@ -27,7 +27,6 @@ from pocforge.cli.run import print_verdicts
 REHEARSAL_VARS = {
     "preflight_kernel_cmdline_required": [],
     "preflight_disk_min_free_gb": 0,
-    "python_env_enabled": False,
 }
 # Keeps a rehearsal light on a small machine (one thread per rank, quiet vLLM), and binds
 # gloo to the nodes' link: their hostnames resolve nowhere, and gloo would fall back to
@@ -65,7 +64,7 @@ def rehearsal_spec(source: Path, folder: Path, addresses: list[str]) -> Path:
 )
 def rehearse_cmd(poc: str, count: int | None, stages: tuple[str, ...]) -> None:
     """Run a cluster POC end to end against namespaced nodes made on this machine."""
-    from pocforge.paths import kit_env_python, workspace_root
+    from pocforge.paths import workspace_root
     from pocforge.rehearse.nodes import missing_prerequisites
     from pocforge.spec import SpecError, load_poc, resolve_spec_path
 
@@ -86,17 +85,16 @@ def rehearse_cmd(poc: str, count: int | None, stages: tuple[str, ...]) -> None:
     if why := missing_prerequisites():
         fail(f"cannot make rehearsal nodes here: {why}")
     scratch = workspace_root() / ".artifacts" / "rehearse" / spec.name
-    pocforge = str(kit_env_python(".venv").parent / "pocforge")
     code = 0
     try:
-        code = _rehearse(spec, source, scratch, count, pocforge, list(stages))
+        code = _rehearse(spec, source, scratch, count, list(stages))
     except (OSError, subprocess.CalledProcessError, TimeoutError, RuntimeError) as exc:
         fail(f"rehearsal nodes: {type(exc).__name__}: {exc}")
     click.echo("rehearsal nodes torn down")
     sys.exit(code)
 
 
-def rehearsal_target(made, source: Path, scratch: Path, name: str, pocforge: str):
+def rehearsal_target(made, source: Path, scratch: Path, name: str):
     """(the POC's variant with the nodes' addresses, how the runner drives the nodes) for the
     rehearsal nodes ``made``; raises SpecError when the variant does not load."""
     from pocforge.frameworks.base import prepare_model
@@ -109,16 +107,13 @@ def rehearsal_target(made, source: Path, scratch: Path, name: str, pocforge: str
     prepare_model(variant)
     nodes = Nodes(
         made.inventory(scratch / "inventory.yml"),
-        pocforge=pocforge,
         env=REHEARSAL_ENV,
         extravars=REHEARSAL_VARS,
     )
     return variant, nodes
 
 
-def _rehearse(
-    spec, source: Path, scratch: Path, count: int, pocforge: str, stages: list[str]
-) -> int:
+def _rehearse(spec, source: Path, scratch: Path, count: int, stages: list[str]) -> int:
     from pocforge.rehearse.nodes import running_cluster
     from pocforge.runner import NodeFailure, RunnerError, run_poc
     from pocforge.spec import SpecError
@@ -127,7 +122,7 @@ def _rehearse(
     with running_cluster(scratch / "nodes", count) as made:
         click.echo(f"rehearsal nodes: {', '.join(f'{h.name} {h.address}' for h in made.hosts)}")
         try:
-            variant, nodes = rehearsal_target(made, source, scratch, spec.name, pocforge)
+            variant, nodes = rehearsal_target(made, source, scratch, spec.name)
         except SpecError as exc:
             click.echo(str(exc), err=True)
             return 2

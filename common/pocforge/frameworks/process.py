@@ -1,24 +1,100 @@
-"""Run one launch as a managed process: start, wait healthy, log, notice a crash, stop.
+"""Run a node's launches as managed processes: start in order, wait ready, log, notice a
+crash, stop.
 
-The process gets its own session (process group), so stopping ends everything it spawned
+Each process gets its own session (process group), so stopping ends everything it spawned
 (vLLM's engine core, SGLang's scheduler and detokenizer) and nothing else. Logs go to a
-file in the run folder as they are written; errors carry the last lines of that log.
+file as they are written; errors carry the last lines of that log.
+
+This module is the kit's one process manager, here and on the nodes: it imports nothing
+but the standard library, so bring-up need not install the kit on a node. The workload
+role copies this file to the node and runs it on the launches the controller planned::
+
+    python3 process.py serve serve.launches.json   # start in order, stay up until SIGTERM
+    python3 process.py run train.launches.json     # run to completion, exit with its code
+
+(A node's ``python3`` is the one Ansible already needs; the frameworks run in their own
+runtime, a container or a venv, named in each launch's argv.)
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
+import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
 from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
-from pocforge.frameworks.base import NodeLaunch
+Role = Literal["server", "ray-head", "ray-worker", "headless", "launcher", "trainer"]
+# Roles a node starts first: what others connect to before what connects to it.
+START_ORDER: tuple[Role, ...] = (
+    "ray-head",
+    "ray-worker",
+    "headless",
+    "server",
+    "launcher",
+    "trainer",
+)
+
+
+@dataclass
+class NodeLaunch:
+    """One process to start on one node: command, environment and generated files."""
+
+    deployment: Literal["serving", "training"]
+    framework: str
+    node_rank: int
+    host: str
+    role: Role
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    files: dict[str, str] = field(
+        default_factory=dict
+    )  # name -> content, written to the working directory
+    health_url: str | None = None  # polled until it answers 200 (servers only)
+    check_args: list[str] | None = None  # the part the framework's own parser validates
+    # Where it runs (pocforge.runtimes): kind, image, the framework's own argv and env.
+    runtime: dict | None = None
+
+    def command(self) -> str:
+        """The argv as one shell-quoted line."""
+        return " ".join(shlex.quote(a) for a in self.argv)
+
+    def command_line(self) -> str:
+        """The command with its environment prefixed, as one shell line."""
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(self.env.items()))
+        return f"{env} {self.command()}".strip()
+
+    def as_dict(self) -> dict:
+        return {
+            "deployment": self.deployment,
+            "framework": self.framework,
+            "node_rank": self.node_rank,
+            "host": self.host,
+            "role": self.role,
+            "argv": self.argv,
+            "env": self.env,
+            "files": self.files,
+            "health_url": self.health_url,
+            **({"runtime": self.runtime} if self.runtime else {}),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> NodeLaunch:
+        """The inverse of :meth:`as_dict` (a node reads its planned launches back)."""
+        return cls(**{key: data[key] for key in cls.__dataclass_fields__ if key in data})
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -175,3 +251,200 @@ class ManagedProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# ---------------------------------------------------------------------- a node's launches
+
+
+class StartFailed(RuntimeError):
+    """A launch's program could not be started at all (not installed, not executable)."""
+
+
+Say = Callable[[str], None]
+
+
+def in_start_order(launches: list[NodeLaunch]) -> list[NodeLaunch]:
+    return sorted(launches, key=lambda one: START_ORDER.index(one.role))
+
+
+def start_node(
+    name: str,
+    launches: list[NodeLaunch],
+    node_rank: int | None,
+    timeout_s: float,
+    say: Say,
+    started: list[ManagedProcess],
+    log_dir: Path,
+    workdir: Path | None = None,
+) -> None:
+    """Start ``launches`` (POC ``name``) in order, each ready before the next, all within
+    ``timeout_s``.
+
+    Each process joins ``started`` the moment it runs, so the caller stops every one of
+    them, also when a later one fails or Ctrl-C lands mid-start (with interrupts ignored
+    by then, so a second Ctrl-C cannot cut the stop short)."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    rank = "" if node_rank is None else f"-rank{node_rank}"
+    deadline = time.monotonic() + timeout_s
+    for launch in launches:
+        role = "" if launch.role in ("server", "headless", "ray-worker") else f"-{launch.role}"
+        log = log_dir / f"{name}-{launch.framework}{rank}{role}-{stamp}.log"
+        try:
+            process = ManagedProcess(launch, log, workdir=workdir).start()
+        except OSError as exc:
+            raise StartFailed(
+                f"{name} node {launch.node_rank}: cannot start the {launch.role} "
+                f"({launch.argv[0]}): {exc.strerror or exc}; is it installed on this node?"
+            ) from None
+        started.append(process)
+        what = launch.framework if launch.role == "server" else f"{launch.framework} {launch.role}"
+        say(f"starting {what} (pid {process.pid}); log: {log}")
+        _wait_ready(name, process, max(deadline - time.monotonic(), 1.0), say)
+
+
+def _wait_ready(name: str, process: ManagedProcess, timeout_s: float, say: Say) -> None:
+    launch = process.launch
+    if launch.health_url is not None:
+        waited = process.wait_healthy(timeout_s)
+        base = launch.health_url.rsplit("/", 1)[0]
+        say(f"{name} is serving at {base}/v1 (healthy after {waited:.0f} s); Ctrl-C stops it")
+    elif launch.role == "ray-head":
+        port = flag_value(launch.argv, "--port")
+        waited = _wait_listening(process, launch.host, int(port), timeout_s)
+        say(f"ray head up at {launch.host}:{port} after {waited:.0f} s")
+    else:  # a headless rank or a Ray worker: nothing to poll
+        say(f"{name} node {launch.node_rank} ({launch.role}) started; Ctrl-C stops it")
+
+
+def flag_value(argv: list[str], flag: str) -> str:
+    """``--port=6379`` or ``--port 6379`` in ``argv``: what the process was told to use."""
+    for index, arg in enumerate(argv):
+        if arg.startswith(f"{flag}="):
+            return arg.split("=", 1)[1]
+        if arg == flag and index + 1 < len(argv):
+            return argv[index + 1]
+    raise ValueError(f"{flag} is not in {' '.join(argv)}")
+
+
+def _wait_listening(process: ManagedProcess, host: str, port: int, timeout_s: float) -> float:
+    """Poll until ``host:port`` accepts a TCP connection (a Ray head's GCS); seconds waited."""
+    start = time.monotonic()
+    while True:
+        process.check_alive()
+        try:
+            with socket.create_connection((host, port), timeout=2):
+                return time.monotonic() - start
+        except OSError:
+            pass
+        if time.monotonic() - start > timeout_s:
+            process.stop()
+            raise LaunchError(
+                f"{process.launch.role} not listening on {host}:{port} after {timeout_s:.0f} s",
+                process.exit_code(),
+                process.log_tail(),
+            )
+        time.sleep(0.5)
+
+
+def ignore_interrupts() -> None:
+    """A second Ctrl-C must not cut the stop short and leave the server's group running;
+    stop() is bounded (SIGTERM grace, then SIGKILL)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM stops the launches like Ctrl-C does
+
+
+def serve_until_stopped(
+    name: str,
+    launches: list[NodeLaunch],
+    node_rank: int | None,
+    timeout_s: float,
+    say: Say,
+    log_dir: Path,
+    workdir: Path | None = None,
+) -> int:
+    """Start a node's serving launches and keep them up until Ctrl-C or SIGTERM (0), or
+    until one fails to start or dies (1, the reason on stderr); every one is stopped,
+    the last started first (the server before the Ray head it uses)."""
+    processes: list[ManagedProcess] = []
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        start_node(name, launches, node_rank, timeout_s, say, processes, log_dir, workdir)
+        while True:
+            for process in processes:
+                process.check_alive()
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        ignore_interrupts()  # before saying so: a second Ctrl-C may follow "stopping" at once
+        say("stopping")
+        return 0
+    except (StartFailed, LaunchError) as exc:
+        print(str(exc), file=sys.stderr, flush=True)
+        return 1
+    finally:
+        ignore_interrupts()
+        for process in reversed(processes):
+            process.stop()
+
+
+def run_to_completion(launch: NodeLaunch, log: Path, timeout_s: float, workdir: Path) -> int:
+    """A finite launch (a trainer): its exit code; SIGTERM or the deadline stops its group."""
+    process = ManagedProcess(launch, log, workdir=workdir)
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        try:
+            process.start()
+        except OSError as exc:
+            print(f"cannot start {launch.argv[0]}: {exc.strerror or exc}", file=sys.stderr)
+            return 127
+        print(
+            f"started {launch.framework} {launch.role} (pid {process.pid}); log: {log}", flush=True
+        )
+        code = process.wait(timeout_s)
+    except LaunchError as exc:
+        print(str(exc), file=sys.stderr, flush=True)
+        return 124
+    except KeyboardInterrupt:
+        ignore_interrupts()
+        print("stopping", flush=True)
+        return 130
+    finally:
+        ignore_interrupts()
+        process.stop()
+    print(f"{launch.framework} {launch.role} exited with code {code}", flush=True)
+    if code:
+        print(process.log_tail(), file=sys.stderr, flush=True)
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The node side: ``serve`` or ``run`` the launches in a plan file the controller wrote
+    (``{"poc": name, "node_rank": N, "timeout_s": S, "launches": [NodeLaunch.as_dict()]}``),
+    in the plan file's folder, logs under ``logs/`` beside it."""
+    parser = argparse.ArgumentParser(
+        prog="process.py", description="Start the launches the pocforge controller planned."
+    )
+    parser.add_argument("mode", choices=["serve", "run"])
+    parser.add_argument("plan", type=Path, help="the node's launches, as JSON")
+    args = parser.parse_args(argv)
+    plan = json.loads(args.plan.read_text())
+    workdir = args.plan.resolve().parent
+    launches = in_start_order([NodeLaunch.from_dict(one) for one in plan["launches"]])
+    log_dir = workdir / "logs"
+    say = lambda line: print(line, flush=True)  # noqa: E731 - the launcher's report
+    if args.mode == "serve":
+        return serve_until_stopped(
+            plan["poc"], launches, plan.get("node_rank"), plan["timeout_s"], say, log_dir, workdir
+        )
+    if len(launches) != 1:
+        parser.error(f"run takes one launch; {args.plan} has {len(launches)}")
+    (launch,) = launches
+    log = log_dir / f"{plan['poc']}-{launch.framework}-rank{launch.node_rank}-{launch.role}.log"
+    return run_to_completion(launch, log, plan["timeout_s"], workdir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -3,7 +3,8 @@
 Multi-node is SGLang's own: every node runs the same server command with ``--nnodes``,
 ``--node-rank`` and ``--dist-init-addr`` of node 0; only node 0 serves HTTP. DP-attention is
 ``--attn-dp-size`` (``--enable-dp-attention`` is deprecated in 0.5.23); expert parallelism is
-``--ep-size``.
+``--ep-size``. ``--enable-metrics`` serves Prometheus ``/metrics`` on the HTTP port (off by
+default in SGLang), which the benchmark scrapes around each point as it does vLLM's.
 
 On a CPU (``cluster.gpu: cpu``) SGLang runs its CPU engine in its own environment
 (``.venv-sglang``): ``SGLANG_USE_CPU_ENGINE=1`` (without it the engine crashes and the launcher
@@ -86,6 +87,7 @@ class SglangAdapter:
             "revision": model.revision,
             "host": ctx.host_override or "0.0.0.0",
             "port": port,
+            "enable-metrics": True,  # /metrics, scraped around each sweep point (bench.promscrape)
         }
         if spec.cluster.nodes > 1:
             options.update(

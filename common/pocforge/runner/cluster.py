@@ -3,18 +3,19 @@
 - ``bringup`` (bringup.yml) and ``preflight`` (preflight.yml): facts, GPU stack, NICs, the
   framework's runtime, weights; the acceptance checks per host into the health matrix;
 - ``collectives`` (collectives.yml): rccl-tests / nccl-tests across the nodes;
-- ``serving``: serve.yml starts every node's rank through the kit's launcher and waits for
-  health, then the serving benchmark runs *from this machine* against the entry node (the
-  load generator never shares a node with the server), then collect.yml and teardown.yml,
-  always, also after a failure or Ctrl-C;
-- ``training``: train.yml runs the training launcher on the first node, then collect and
-  teardown; its output becomes the run's ``training/`` stage.
+- ``serving``: serve.yml starts every node's launches as planned here, in the deployment's
+  runtime, and waits for health, then the serving benchmark runs *from this machine*
+  against the entry node (the load generator never shares a node with the server), then
+  collect.yml and teardown.yml, always, also after a failure or Ctrl-C;
+- ``training``: train.yml runs every node's training launch to completion, then collect
+  and teardown; rank 0's summary becomes the run's ``training/`` stage.
 
 A node that fails or cannot be reached fails its stage with its name and the task it was on.
 """
 
 from __future__ import annotations
 
+import json
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,8 +26,9 @@ from pocforge.bench.sweep import run_sweep
 from pocforge.cluster import expectations_from_spec, inventory_from_spec, run_playbook_stage
 from pocforge.cluster.driver import PLAYBOOKS
 from pocforge.cluster.events import ClusterResult
-from pocforge.cluster.workload import run_workload, workload_vars
+from pocforge.cluster.workload import adopt_training, workload_vars
 from pocforge.frameworks.base import inventory_hosts, model_path
+from pocforge.runtimes.provision import kit_wheels, needs_kit_wheels
 from pocforge.spec import PocSpec
 
 Say = Callable[[str], None]
@@ -41,8 +43,9 @@ class Nodes:
     """The nodes a POC runs on and how the kit drives them."""
 
     inventory: Path
-    pocforge: str = "pocforge"  # the kit's command on the nodes
     env: dict[str, str] = field(default_factory=dict)  # for the framework on every node
+    # per node rank, the platform's variables (device visibility, RCCL/NCCL network)
+    node_env: dict[int, dict[str, str]] = field(default_factory=dict)
     extravars: dict = field(default_factory=dict)  # Ansible variables for every playbook
     limit: str | None = None  # only these hosts (an Ansible --limit pattern)
 
@@ -92,7 +95,9 @@ def _require(result: ClusterResult, what: str) -> None:
         raise NodeFailure(f"{what}: {detail}")
 
 
-def _playbook(run, nodes: Nodes, spec: PocSpec, name: str, stage: str, say: Say):
+def _playbook(
+    run, nodes: Nodes, spec: PocSpec, name: str, stage: str, say: Say, extravars: dict | None = None
+):
     expectations = expectations_from_spec(spec)
     with run.stage(stage) as st:
         result = run_playbook_stage(
@@ -100,7 +105,7 @@ def _playbook(run, nodes: Nodes, spec: PocSpec, name: str, stage: str, say: Say)
             PLAYBOOKS[name],
             nodes.inventory,
             expectations,
-            extravars=nodes.extravars,
+            extravars={**(extravars or {}), **nodes.extravars},
             limit=nodes.limit,
         )
         st.write_json("result.json", result.to_dict())
@@ -111,7 +116,13 @@ def _playbook(run, nodes: Nodes, spec: PocSpec, name: str, stage: str, say: Say)
 
 
 def run_bringup(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
-    _playbook(run, nodes, spec, "up", "bringup", say)
+    """bringup.yml; the kit's wheels are built here first when a runtime needs them."""
+    extravars = {}
+    if needs_kit_wheels(spec):
+        wheels = kit_wheels()
+        say(f"bringup: the kit's wheels for the nodes from {wheels}")
+        extravars["python_env_wheels_src"] = str(wheels)
+    _playbook(run, nodes, spec, "up", "bringup", say, extravars)
 
 
 def run_preflight(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
@@ -139,12 +150,46 @@ def entry_url(health_urls: dict[str, str]) -> str:
     return health_urls[min(health_urls, key=int)].rsplit("/", 1)[0]
 
 
+def node_platform_env(spec: PocSpec, run, nodes: Nodes, deployment: str) -> dict[int, dict]:
+    """Each node's platform variables (device visibility, RCCL/NCCL network selection,
+    the framework's platform switches) from this run's bring-up facts, recorded with what
+    each came from in ``cluster/platform_env.<deployment>.json``; ``nodes.node_env`` (given
+    by the caller) wins. Without bring-up facts in the run (a stage run alone): none."""
+    from pocforge.runtimes.platform_env import PlatformEnvError, platform_env_provenance
+
+    bringup = run.path / "bringup" / "result.json"
+    if not bringup.is_file():
+        return dict(nodes.node_env)
+    facts = {
+        name: host.get("facts") or {}
+        for name, host in json.loads(bringup.read_text())["hosts"].items()
+    }
+    hosts = inventory_hosts(nodes.inventory)[: spec.cluster.nodes]
+    try:
+        provenance = platform_env_provenance(
+            spec,
+            facts,
+            [host.name for host in hosts],
+            addresses={host.name: host.address for host in hosts},
+            deployment=deployment,
+        )
+    except PlatformEnvError as exc:
+        raise NodeFailure(f"{deployment}: the platform environment: {exc}") from None
+    run.write_json(
+        f"cluster/platform_env.{deployment}.json", {str(k): v for k, v in provenance.items()}
+    )
+    derived = {
+        rank: {name: e["value"] for name, e in entries.items() if e["value"] is not None}
+        for rank, entries in provenance.items()
+    }
+    return {rank: {**derived.get(rank, {}), **nodes.node_env.get(rank, {})} for rank in derived}
+
+
 def run_serving(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
     """Every node's rank up (serve.yml), the sweeps from here, then collect and teardown."""
+    node_env = node_platform_env(spec, run, nodes, "serving")
     variables = {
-        **workload_vars(
-            spec, "serve", pocforge=nodes.pocforge, env=nodes.env, benchmark_on_node=False
-        ),
+        **workload_vars(spec, "serve", env=nodes.env, node_env=node_env),
         **nodes.extravars,
     }
     collected = run.path / "cluster" / "collected"
@@ -199,17 +244,32 @@ def _collect_and_teardown(run, nodes: Nodes, collected: Path, say: Say) -> None:
 
 
 def run_training(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
-    """train.yml on the first node, collect, teardown; the node's output as ``training/``."""
-    results = run_workload(
-        run,
-        spec,
-        "train",
-        nodes.inventory,
-        pocforge=nodes.pocforge,
-        env=nodes.env,
-        extravars=nodes.extravars,
-        limit=nodes.limit,
+    """train.yml on every node, collect, teardown; rank 0's output as ``training/``."""
+    from pocforge.results.adapters import from_training_summary
+    from pocforge.training.summary import TrainingSummary
+
+    node_env = node_platform_env(spec, run, nodes, "training")
+    variables = {
+        **workload_vars(spec, "train", env=nodes.env, node_env=node_env),
+        **nodes.extravars,
+    }
+    collected = run.path / "cluster" / "collected"
+    try:
+        done = run_playbook_stage(
+            run, PLAYBOOKS["train"], nodes.inventory, extravars=variables, limit=nodes.limit
+        )
+    finally:
+        _collect_and_teardown(run, nodes, collected, say)
+    _require(done, "training")
+    with run.stage("training") as stage:
+        found = adopt_training(stage, collected)
+        if found is None:
+            raise NodeFailure("training: no node wrote a training summary (see cluster/collected)")
+        summary = TrainingSummary.model_validate_json(found.read_text())
+        stage.write_json(
+            "result.json", json.loads(from_training_summary(summary).model_dump_json())
+        )
+    say(
+        f"training: {summary.tokens_per_s_per_gpu:,.0f} tokens/s/GPU, "
+        f"final loss {summary.final_loss:.3f}"
     )
-    _require(results["train"], "training")
-    if "training" not in run.manifest.stages:
-        raise NodeFailure("training: the first node wrote no training result (see cluster/)")

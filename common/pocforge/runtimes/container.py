@@ -13,8 +13,8 @@ The flags are the vendors' documented ones for their framework images:
 
 Weights, the run folder and the kit's wheels are mounted at the same paths as on the node,
 so the framework's arguments need no translation. The kernels distribution, when the
-deployment uses kit kernels, is installed from the mounted wheels before the framework
-starts (no registry needed on the node).
+deployment uses kit kernels, and for training the kit itself (its driver), are installed
+from the mounted wheels before the framework starts (no registry needed on the node).
 """
 
 from __future__ import annotations
@@ -38,9 +38,12 @@ ROCM_FLAGS = (
     "seccomp=unconfined",
 )
 CUDA_FLAGS = ("--gpus", "all")
-KERNELS_INSTALL = (
-    f"python3 -m pip install --quiet --no-deps --no-index --find-links {WHEELS} pocforge-kernels"
-)
+
+
+def kit_install(*distributions: str) -> str:
+    """The shell line that installs the kit's ``distributions`` from the mounted wheels."""
+    names = " ".join(distributions)
+    return f"python3 -m pip install --quiet --no-deps --no-index --find-links {WHEELS} {names}"
 
 
 def container_name(poc: str, launch: NodeLaunch) -> str:
@@ -68,9 +71,13 @@ def wrap(
     for key in sorted(env):
         argv += ["--env", f"{key}={env[key]}"]
     argv.append(runtime.image)
-    if kernels:
+    # The training driver is the kit's (pocforge.training.driver); the kernels are the
+    # kernels distribution's. Both from the mounted wheels, without an index.
+    kit = ["pocforge", "pocforge-kernels"] if launch.deployment == "training" else []
+    kit = kit or (["pocforge-kernels"] if kernels else [])
+    if kit:
         # sh -c '<install> && exec "$@"' sh <argv...>: no quoting of the framework's argv.
-        argv += ["sh", "-c", f'{KERNELS_INSTALL} && exec "$@"', "sh", *launch.argv]
+        argv += ["sh", "-c", f'{kit_install(*kit)} && exec "$@"', "sh", *launch.argv]
     else:
         argv += launch.argv
     return NodeLaunch(

@@ -47,12 +47,32 @@ def _in_venv(launch: NodeLaunch, runtime: ResolvedRuntime) -> NodeLaunch:
     return dataclasses.replace(launch, runtime={"kind": "venv", "python": runtime.node_python})
 
 
-def plan_deployment(spec: PocSpec, deployment: Deployment, base: LaunchContext) -> list[NodeLaunch]:
-    """The launches of one deployment, each in that deployment's runtime."""
+def plan_deployment(
+    spec: PocSpec,
+    deployment: Deployment,
+    base: LaunchContext,
+    *,
+    node_env: dict[int, dict[str, str]] | None = None,
+    out_dir: Path | None = None,
+) -> list[NodeLaunch]:
+    """The launches of one deployment, each in that deployment's runtime.
+
+    ``node_env``: per node rank, variables for that node's launches (the platform's, from
+    bring-up's facts); the framework adapter's own variables win. ``out_dir``: where a
+    training launch writes its summary (relative: to the launch's working directory)."""
     section = spec.serving if deployment == "serving" else spec.training
     assert section is not None
     runtime = resolve(spec, deployment)
-    launches = ADAPTERS[section.framework].plan(spec, _context(runtime, base))
+    adapter = ADAPTERS[section.framework]
+    ctx = _context(runtime, base)
+    if deployment == "training" and out_dir is not None:
+        launches = adapter.plan(spec, ctx, out_dir=out_dir)
+    else:
+        launches = adapter.plan(spec, ctx)
+    for one in launches:
+        extra = (node_env or {}).get(one.node_rank)
+        if extra:
+            one.env = {**extra, **one.env}
     if runtime.kind == "venv":
         return [_in_venv(one, runtime) for one in launches]
     if runtime.kind == "container":

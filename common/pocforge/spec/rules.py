@@ -144,6 +144,39 @@ def quantization_has_a_flag(spec: PocSpec) -> Iterator[Finding]:
         )
 
 
+def platform_switches_apply(spec: PocSpec) -> Iterator[Finding]:
+    """``serving.platform.aiter`` is vLLM's ROCm switch ``VLLM_ROCM_USE_AITER`` (the parent
+    switch of vLLM's AITER kernels, ``vllm/envs.py``): it needs vLLM on an AMD GPU, and a
+    ``runtime.env`` entry of the same variable must not say the opposite."""
+    if spec.serving is None or spec.serving.platform is None:
+        return
+    aiter = spec.serving.platform.aiter
+    if aiter is None:
+        return
+    path = ("serving", "platform", "aiter")
+    if spec.serving.framework != "vllm":
+        yield (
+            path,
+            f"aiter is vLLM's ROCm switch (VLLM_ROCM_USE_AITER); {spec.serving.framework} does "
+            "not read it: remove serving.platform.aiter",
+        )
+    facts = gpu(spec.cluster.gpu)
+    if facts.vendor != "amd":
+        where = "a cpu cluster" if not facts.is_gpu else f"{facts.name} ({facts.vendor})"
+        yield (
+            path,
+            f"AITER kernels run on AMD GPUs (ROCm) only and cluster.gpu is {where}: "
+            "remove serving.platform.aiter",
+        )
+    env = spec.serving.runtime.env.get("VLLM_ROCM_USE_AITER")
+    if env is not None and (env.strip().lower() in ("1", "true")) != aiter:
+        yield (
+            path,
+            f"serving.runtime.env sets VLLM_ROCM_USE_AITER={env!r}, the opposite of aiter: "
+            f"{str(aiter).lower()}; keep one of the two",
+        )
+
+
 def _local_config(spec: PocSpec) -> dict | None:
     """The model folder's parsed config.json, when the folder is on this machine."""
     folder = Path(spec.model.id)
@@ -269,6 +302,7 @@ RULES: list[Rule] = [
     dp_attention_needs_moe,
     serving_kernels_run,
     quantization_has_a_flag,
+    platform_switches_apply,
     training_fits_cluster,
     hosts_match_nodes,
     workload_names_unique,

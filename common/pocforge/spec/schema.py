@@ -362,7 +362,17 @@ class Runtime(Strict):
     )
     env: dict[str, str] = Field(
         default_factory=dict,
-        description="Environment for the framework on every node, e.g. vLLM's ROCm switches (`VLLM_ROCM_USE_AITER: '1'`).",
+        description="Environment for the framework on every node, e.g. `NCCL_DEBUG: INFO`; it wins over the variables the kit derives from bring-up's facts (device visibility, `NCCL_IB_HCA`, `NCCL_IB_GID_INDEX`, `NCCL_SOCKET_IFNAME`: `pocforge.runtimes.platform_env`). vLLM's AITER switch is typed: `serving.platform.aiter`.",
+    )
+
+
+class ServingPlatform(Strict):
+    """Typed switches a framework offers for one GPU platform; each becomes the variable the
+    framework reads (``pocforge.runtimes.platform_env``). Unset: the framework's default."""
+
+    aiter: bool | None = Field(
+        None,
+        description="vLLM on AMD GPUs: use AITER's ROCm kernels (`VLLM_ROCM_USE_AITER=1`, `false` sets `0`); vLLM's default is off. Refused for SGLang and for NVIDIA or `cpu` clusters.",
     )
 
 
@@ -393,6 +403,10 @@ class ServingSpec(Strict):
     workloads: list[Workload] = Field(min_length=1, description="The acceptance workloads.")
     runtime: Runtime = Field(
         default_factory=Runtime, description="Where the server runs on each node."
+    )
+    platform: ServingPlatform | None = Field(
+        None,
+        description="The framework's switches for this GPU platform, typed (a variable set in `runtime.env` as well must agree).",
     )
 
 

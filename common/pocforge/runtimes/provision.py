@@ -1,0 +1,174 @@
+"""What bring-up puts on the nodes for a spec's runtimes, and the kit's wheels it copies.
+
+- every ``venv`` runtime: a virtual environment at ``/opt/pocforge/venvs/<framework>``
+  (or the interpreter the spec names, left as it is) with the kit's requirement file for
+  the accelerator (``requirements/rocm.txt``, ``requirements/cuda.txt``: the PyTorch wheel
+  index and pins) plus the framework at the spec's version, then the kit's two
+  distributions from the copied wheels, without dependencies and without an index (the
+  training driver and the kernels run inside the framework's environment);
+- every ``container`` runtime: its image, pulled, or loaded from ``image_archive`` when
+  the nodes reach no registry (see the ``container_image`` role);
+- the kit's wheels (``pocforge``, ``pocforge-kernels``), built here and copied to
+  ``/opt/pocforge/wheels`` on every node whenever a runtime is not the kit's own.
+
+The kit runtime (``cluster.gpu: cpu``) needs nothing on the nodes: its launches name this
+machine's environments, so the nodes must see this checkout at the same path (the
+rehearsal's nodes do).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from pocforge.paths import kit_root, workspace_root
+from pocforge.runtimes.resolve import VENVS, WHEELS, Deployment, ResolvedRuntime, resolve
+from pocforge.spec import PocSpec
+
+# Accelerator vendor -> the kit's requirement file for a framework venv on that GPU.
+REQUIREMENTS = {"amd": "rocm.txt", "nvidia": "cuda.txt"}
+# The framework's distribution on a GPU node (what pip installs at the spec's version).
+DISTRIBUTIONS = {"vllm": "vllm", "sglang": "sglang[all]", "deepspeed": "deepspeed"}
+# The kit's distributions and the folders they build from (kit_root()-relative).
+KIT_DISTRIBUTIONS = {"pocforge": "common", "pocforge-kernels": "kernels"}
+
+
+def _deployments(spec: PocSpec) -> list[tuple[Deployment, object]]:
+    out: list[tuple[Deployment, object]] = []
+    if spec.serving is not None:
+        out.append(("serving", spec.serving))
+    if spec.training is not None:
+        out.append(("training", spec.training))
+    return out
+
+
+def runtimes(spec: PocSpec) -> list[ResolvedRuntime]:
+    return [resolve(spec, deployment) for deployment, _ in _deployments(spec)]
+
+
+def needs_kit_wheels(spec: PocSpec) -> bool:
+    return any(runtime.kind != "kit" for runtime in runtimes(spec))
+
+
+def requirement_lines(vendor: str) -> list[str]:
+    """The kit's requirement file for ``vendor``'s GPUs, as lines pip reads."""
+    path = kit_root() / "requirements" / REQUIREMENTS[vendor]
+    return [
+        line.strip()
+        for line in path.read_text().splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
+
+
+def venvs(spec: PocSpec) -> list[dict]:
+    """The ``python_env`` role's environments: one per deployment in a venv runtime
+    (two deployments of one framework share it)."""
+    out: dict[str, dict] = {}
+    for deployment, section in _deployments(spec):
+        runtime = resolve(spec, deployment)
+        if runtime.kind != "venv" or runtime.framework in out:
+            continue
+        default = f"{VENVS}/{runtime.framework}/bin/python"
+        created = runtime.python == default
+        requirements: list[str] = []
+        if created:
+            requirements = requirement_lines(runtime.vendor)
+            version = getattr(section, "version", None)
+            name = DISTRIBUTIONS[runtime.framework]
+            requirements.append(f"{name}=={version}" if version else name)
+        out[runtime.framework] = {
+            "name": runtime.framework,
+            "python": runtime.python,
+            "create": created,
+            "requirements": requirements,
+        }
+    return list(out.values())
+
+
+def images(spec: PocSpec) -> list[dict]:
+    """The ``container_image`` role's images: engine, image and an archive to load (or
+    None: pull), one entry per distinct image."""
+    seen: dict[tuple[str, str], dict] = {}
+    for deployment, section in _deployments(spec):
+        runtime = resolve(spec, deployment)
+        if runtime.kind != "container" or runtime.image is None:
+            continue
+        archive = getattr(section.runtime, "image_archive", None)
+        if archive and spec.source_dir is not None and not Path(archive).is_absolute():
+            archive = str((spec.source_dir / archive).resolve())
+        seen.setdefault(
+            (runtime.engine, runtime.image),
+            {"engine": runtime.engine, "image": runtime.image, "archive": archive},
+        )
+    return list(seen.values())
+
+
+def bringup_vars(spec: PocSpec) -> dict:
+    """Bring-up's variables for the spec's runtimes (the wheels come from the runner)."""
+    out: dict = {"python_env_venvs": venvs(spec), "container_image_images": images(spec)}
+    if needs_kit_wheels(spec):
+        out["python_env_wheels_dir"] = WHEELS
+    return out
+
+
+def _source_files() -> list[Path]:
+    """The files the wheels are built from: git's view of the kit's two folders (tracked
+    and new, ignored ones left out: build/, *.egg-info, caches), else every file."""
+    root = kit_root()
+    folders = list(KIT_DISTRIBUTIONS.values())
+    listed = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z", *folders],
+        cwd=root,
+        capture_output=True,
+    )
+    if listed.returncode == 0 and listed.stdout:
+        names = sorted(set(listed.stdout.decode().split("\0")) - {""})
+        return [root / name for name in names if (root / name).is_file()]
+    return sorted(
+        path
+        for folder in folders
+        for path in (root / folder).rglob("*")
+        if path.is_file() and "__pycache__" not in path.parts
+    )
+
+
+def _source_key() -> str:
+    """A digest of the kit's sources: the same sources give the same wheel folder, so
+    copying it to the nodes again changes nothing."""
+    digest = hashlib.sha256()
+    root = kit_root()
+    for path in _source_files():
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def kit_wheels(cache: Path | None = None) -> Path:
+    """The kit's wheels for the nodes, built once per source state (``pip wheel
+    --no-deps``, pure Python, seconds); the folder holding them."""
+    cache = cache or workspace_root() / ".artifacts" / "wheels"
+    folder = cache / _source_key()
+    wanted = {name.replace("-", "_") for name in KIT_DISTRIBUTIONS}
+    if {p.name.split("-")[0] for p in folder.glob("*.whl")} >= wanted:
+        return folder
+    partial = folder.with_name(folder.name + ".partial")
+    partial.mkdir(parents=True, exist_ok=True)
+    sources = [kit_root() / folder_name for folder_name in KIT_DISTRIBUTIONS.values()]
+    # setuptools builds in the source folder: take away the build/ it leaves, not one a
+    # developer had.
+    scratch = [src / "build" for src in sources if not (src / "build").exists()]
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"]
+        + ["--wheel-dir", str(partial), *map(str, sources)],
+        capture_output=True,
+        text=True,
+    )
+    for folder_made in scratch:
+        shutil.rmtree(folder_made, ignore_errors=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"building the kit's wheels failed: {done.stderr.strip()[-800:]}")
+    partial.rename(folder)
+    return folder

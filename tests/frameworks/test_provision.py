@@ -1,0 +1,84 @@
+"""What bring-up installs for a spec's runtimes: framework venvs from the kit's requirement
+file for the GPU vendor, container images, and the kit's own wheels only where a runtime
+is not the kit's."""
+
+from __future__ import annotations
+
+import zipfile
+
+import pytest
+
+from pocforge.frameworks import LaunchContext
+from pocforge.runtimes import plan_nodes
+from pocforge.runtimes.provision import bringup_vars, kit_wheels, needs_kit_wheels
+from pocforge.spec import load_spec
+
+from ..conftest import REPO
+
+POCS = REPO / "pocs"
+
+
+def test_deepspeed_on_mi300x_gets_a_rocm_venv_with_the_framework_at_the_specs_version():
+    spec = load_spec(POCS / "llama-3-8b-bf16-mi300x-deepspeed" / "poc.yaml")
+    out = bringup_vars(spec)
+    (venv,) = out["python_env_venvs"]
+    assert venv["python"] == "/opt/pocforge/venvs/deepspeed/bin/python" and venv["create"]
+    requirements = venv["requirements"]
+    assert requirements[0] == "--extra-index-url https://download.pytorch.org/whl/rocm6.4"
+    assert requirements[-1] == f"deepspeed=={spec.training.version}"
+    assert out["python_env_wheels_dir"] == "/opt/pocforge/wheels"
+    assert out["container_image_images"] == []
+
+
+def test_a_customers_interpreter_is_not_rebuilt_only_given_the_kit():
+    spec = load_spec(POCS / "llama-3-8b-bf16-mi300x-deepspeed" / "poc.yaml")
+    spec.training.runtime = spec.training.runtime.model_copy(
+        update={"kind": "venv", "python": "/shared/conda/envs/ds/bin/python"}
+    )
+    (venv,) = bringup_vars(spec)["python_env_venvs"]
+    assert venv == {
+        "name": "deepspeed",
+        "python": "/shared/conda/envs/ds/bin/python",
+        "create": False,
+        "requirements": [],
+    }
+
+
+def test_vllm_on_mi300x_pulls_its_rocm_image():
+    spec = load_spec(POCS / "llama-3.1-70b-bf16-mi300x-vllm" / "poc.yaml")
+    out = bringup_vars(spec)
+    (image,) = out["container_image_images"]
+    assert image["engine"] == "docker" and image["image"].startswith("rocm/vllm:")
+    assert image["archive"] is None
+    assert out["python_env_venvs"] == [] and needs_kit_wheels(spec)
+
+
+def test_the_cpu_rehearsal_needs_nothing_on_its_nodes():
+    spec = load_spec(POCS / "tiny-llama-2node-fp32-cpu-vllm" / "poc.yaml")
+    assert bringup_vars(spec) == {"python_env_venvs": [], "container_image_images": []}
+    assert not needs_kit_wheels(spec)
+
+
+def test_training_in_a_container_installs_the_kits_driver_from_the_mounted_wheels():
+    spec = load_spec(POCS / "llama-3-8b-bf16-mi300x-deepspeed" / "poc.yaml")
+    spec.training.runtime = spec.training.runtime.model_copy(
+        update={"kind": "container", "image": "rocm/megatron-lm:v25.9"}
+    )
+    launch = plan_nodes(spec, LaunchContext(repo=REPO))[0]
+    script = launch.argv[launch.argv.index("-c") + 1]
+    assert "--no-index --find-links /opt/pocforge/wheels pocforge pocforge-kernels" in script
+    assert "/opt/pocforge/wheels:/opt/pocforge/wheels:ro" in launch.argv
+
+
+@pytest.mark.process
+def test_kit_wheels_are_built_once_per_source_state(tmp_path):
+    """Same sources, same folder (so a second bring-up copies nothing); the wheels hold
+    the node-side modules: the process manager and the training driver."""
+    first = kit_wheels(tmp_path)
+    assert kit_wheels(tmp_path) == first
+    names = sorted(p.name for p in first.glob("*.whl"))
+    assert names == ["pocforge-0.1.0-py3-none-any.whl", "pocforge_kernels-0.1.0-py3-none-any.whl"]
+    with zipfile.ZipFile(first / names[0]) as wheel:
+        members = set(wheel.namelist())
+    assert {"pocforge/frameworks/process.py", "pocforge/training/driver.py"} <= members
+    assert not (REPO / "common" / "build").exists()  # no build/ left in the checkout
