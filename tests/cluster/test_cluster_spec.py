@@ -23,7 +23,7 @@ def _spec(tmp_path, **cluster):
             SimpleNamespace(name="n1", address="10.0.0.1"),
             SimpleNamespace(name="n2", address="10.0.0.2"),
         ],
-        ssh=SimpleNamespace(user="amd", port=2222, key_file="/k/id"),
+        ssh=SimpleNamespace(user="amd", port=2222, key_file="/k/id", become=None),
     )
     base.update(cluster)
     return SimpleNamespace(
@@ -74,6 +74,7 @@ def test_hosts_become_an_inventory(tmp_path):
         "n2": {"ansible_host": "10.0.0.2"},
     }
     assert inv["all"]["vars"]["ansible_port"] == 2222
+    assert inv["all"]["vars"]["pocforge_become"] is True  # user amd: root through sudo
     exp = expectations_from_spec(spec)
     assert (exp.gpu_vendor, exp.gpus_per_node, exp.rdma_nics, exp.rdma_rate_gbps) == (
         "amd",

@@ -9,7 +9,7 @@ import zipfile
 import pytest
 
 from pocforge.frameworks import LaunchContext
-from pocforge.runtimes import plan_nodes
+from pocforge.runtimes import RuntimeSpecError, plan_nodes
 from pocforge.runtimes.provision import bringup_vars, kit_wheels, needs_kit_wheels
 from pocforge.spec import load_spec
 
@@ -82,3 +82,15 @@ def test_kit_wheels_are_built_once_per_source_state(tmp_path):
         members = set(wheel.namelist())
     assert {"pocforge/frameworks/process.py", "pocforge/training/driver.py"} <= members
     assert not (REPO / "common" / "build").exists()  # no build/ left in the checkout
+
+
+def test_an_image_archive_is_loaded_on_the_nodes_and_only_for_a_container():
+    spec = load_spec(POCS / "llama-3.1-70b-bf16-mi300x-vllm" / "poc.yaml")
+    spec.serving.runtime = spec.serving.runtime.model_copy(
+        update={"image_archive": "/srv/images/rocm-vllm.tar"}
+    )
+    (image,) = bringup_vars(spec)["container_image_images"]
+    assert image["archive"] == "/srv/images/rocm-vllm.tar"
+    spec.serving.runtime = spec.serving.runtime.model_copy(update={"kind": "venv"})
+    with pytest.raises(RuntimeSpecError, match=r"serving.runtime.image_archive: only a container"):
+        bringup_vars(spec)

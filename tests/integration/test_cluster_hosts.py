@@ -4,6 +4,7 @@ kit's driver (ansible-runner). One cluster for the module; it is torn down even 
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -22,7 +23,6 @@ if _why:
 NEUTRAL = {
     "preflight_kernel_cmdline_required": [],
     "preflight_disk_min_free_gb": 0,
-    "python_env_path": "/opt/pocforge/venv",
 }
 AMD8 = ClusterExpectations(gpu_required=True, gpu_vendor="amd", gpu_model="MI300X", gpus_per_node=8)
 
@@ -57,6 +57,31 @@ def test_bringup_and_preflight_report_each_hosts_own_facts(cluster, inventory, t
     saved = tmp_path / "cluster" / "facts" / "h2.json"
     assert '"hostname": "h2"' in saved.read_text()
     assert (tmp_path / "cluster" / "ansible" / "preflight" / "job_events").is_dir()
+
+
+def _ssh(cluster, host, command: str) -> str:
+    import subprocess
+
+    argv = ["ssh", "-i", str(cluster.key), "-o", "StrictHostKeyChecking=no"]
+    argv += ["-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"]
+    done = subprocess.run(
+        [*argv, f"root@{host.address}", command], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_each_host_has_a_private_tmp_that_still_shows_the_shared_folder(cluster):
+    """A file a node writes to /tmp stays on that node (not on the controller, not on the
+    next node); the fixture's own folder under /tmp is seen by every node at its path."""
+    h1, h2, _ = cluster.hosts
+    name = f"pocforge-private-{cluster.tag}"
+    _ssh(cluster, h1, f"echo h1 > /tmp/{name}")
+    assert not (Path("/tmp") / name).exists()
+    assert (h1.root / "tmp" / name).read_text() == "h1\n"
+    assert _ssh(cluster, h2, f"ls /tmp/{name} 2>/dev/null || echo absent").strip() == "absent"
+    shared = cluster.workdir / "authorized_keys"
+    assert _ssh(cluster, h2, f"cat {shared}") == shared.read_text()
 
 
 def test_seven_of_eight_gpus_fails_only_that_host(cluster, inventory, tmp_path):

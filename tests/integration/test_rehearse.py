@@ -40,7 +40,7 @@ def rehearsal(tmp_path_factory):
     the tests and are torn down (and checked gone) at the end."""
     root = tmp_path_factory.mktemp("rehearse")
     shutil.copytree(REPO / "pocs" / POC, root / "pocs" / POC)
-    with running_cluster(root / "nodes", 2) as made:
+    with running_cluster(root / "nodes", 2, shared=(root,)) as made:
         variant, nodes = rehearsal_target(
             made, root / "pocs" / POC / "poc.yaml", root / ".artifacts" / "rehearse", POC
         )
@@ -158,7 +158,8 @@ def test_a_node_lost_mid_serving_fails_the_stage_naming_it_and_resume_completes(
     import time
 
     made, nodes, store = rehearsal["made"], rehearsal["nodes"], rehearsal["store"]
-    spec = _fault_variant(rehearsal, tmp_path)
+    # under the rehearsal's workspace: the nodes see it (their /tmp is their own)
+    spec = _fault_variant(rehearsal, rehearsal["store"].root.parent / "fault")
     h1, h2 = made.hosts
     before = set(made.processes(h1))
     started = time.time()
@@ -201,3 +202,106 @@ def test_a_node_lost_mid_serving_fails_the_stage_naming_it_and_resume_completes(
     assert manifest["stages"]["serving.attempt-1"]["status"] == "failed"
     summary = json.loads((resumed.path / "serving" / "chat" / "summary.json").read_text())
     assert [p["status"] for p in summary["points"]] == ["ok"]
+
+
+NON_ROOT = "pocforge-poc"
+
+
+@pytest.fixture
+def non_root_user():
+    """A system user on this machine (the nodes share its accounts) with passwordless sudo,
+    as a customer's ``poc`` account; removed afterwards (only if this test made it)."""
+    import subprocess
+
+    if not (shutil.which("sudo") and shutil.which("useradd")):
+        pytest.skip("sudo or useradd is not installed (make setup installs sudo)")
+    made = subprocess.run(["id", NON_ROOT], capture_output=True).returncode != 0
+    if made:
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent"]
+            + ["--shell", "/bin/sh", NON_ROOT],
+            check=True,
+        )
+        subprocess.run(["usermod", "-p", "*", NON_ROOT], check=True)  # not locked: ssh keys work
+    sudoers = Path(f"/etc/sudoers.d/{NON_ROOT}")
+    sudoers.write_text(f"{NON_ROOT} ALL=(ALL) NOPASSWD:ALL\n")
+    sudoers.chmod(0o440)
+    try:
+        yield NON_ROOT
+    finally:
+        sudoers.unlink(missing_ok=True)
+        if made:
+            subprocess.run(["userdel", NON_ROOT], check=False)
+
+
+def test_a_non_root_ssh_user_gets_root_only_through_become(rehearsal, non_root_user, tmp_path):
+    """Connected as a non-root user, bring-up without become stops at the one task that needs
+    root (the kit's folder in /opt), naming it; with become it completes: the folder is the
+    user's, and the GPU probe ran as root (it read the kernel log, which
+    kernel.dmesg_restrict keeps from other users)."""
+    import pwd
+
+    from pocforge.cluster import expectations_from_spec, run_playbook_stage
+    from pocforge.cluster.driver import PLAYBOOKS
+
+    made, spec = rehearsal["made"], rehearsal["variant"]
+    expectations = expectations_from_spec(spec)
+    results = {}
+    for become in (False, True):
+        inventory = made.inventory(
+            tmp_path / f"become-{become}.yml",
+            ansible_user=non_root_user,
+            pocforge_become=become,
+            ansible_remote_tmp=f"/tmp/.ansible-{non_root_user}",  # the user has no home
+        )
+        run = rehearsal["store"].create(spec)
+        results[become] = run_playbook_stage(run, PLAYBOOKS["up"], inventory, expectations)
+    for host in ("h1", "h2"):
+        refused = results[False].hosts[host]
+        assert refused.status == "failed", refused
+        assert refused.task == "Create the kit's folder, owned by the SSH user"
+        done = results[True].hosts[host]
+        assert done.status == "ok", done.error
+        assert done.facts["gpu_stack_data"]["kernel_log"]["readable"] is True
+    uid = pwd.getpwnam(non_root_user).pw_uid
+    assert all((h.opt / "pocforge").stat().st_uid == uid for h in made.hosts)
+
+
+def test_bringup_builds_a_framework_venv_with_the_kits_wheels_without_an_index(rehearsal, tmp_path):
+    """A venv runtime as bring-up makes it on a GPU node, here with no requirements (the
+    nodes reach no registry): the venv is created, the kit's wheels built on this machine
+    are copied and installed into it with --no-index, its packages are in the facts; a
+    second bring-up changes nothing."""
+    from pocforge.cluster import expectations_from_spec, run_playbook_stage
+    from pocforge.cluster.driver import PLAYBOOKS
+    from pocforge.runtimes.provision import kit_wheels
+
+    made, spec = rehearsal["made"], rehearsal["variant"]
+    python = "/opt/pocforge/venvs/probe/bin/python"
+    variables = {
+        "python_env_venvs": [
+            {"name": "probe", "python": python, "create": True, "requirements": []}
+        ],
+        "python_env_wheels_dir": "/opt/pocforge/wheels",
+        "python_env_wheels_src": str(kit_wheels()),
+        **rehearsal["nodes"].extravars,
+    }
+    inventory = made.inventory(tmp_path / "hosts.yml")
+    expectations = expectations_from_spec(spec)
+    runs = []
+    for _ in range(2):
+        run = rehearsal["store"].create(spec)
+        runs.append(
+            run_playbook_stage(run, PLAYBOOKS["up"], inventory, expectations, extravars=variables)
+        )
+    for name in ("h1", "h2"):
+        first, second = runs[0].hosts[name], runs[1].hosts[name]
+        assert first.status == "ok", first.error
+        envs = first.facts["python_env_data"]["envs"]
+        assert envs["probe"]["pocforge"] == envs["probe"]["pocforge-kernels"] == "0.1.0"
+        assert second.status == "ok" and second.changed == 0
+    for host in made.hosts:
+        site = next(
+            (host.opt / "pocforge" / "venvs" / "probe" / "lib").glob("python3*/site-packages")
+        )
+        assert (site / "pocforge" / "frameworks" / "process.py").is_file()

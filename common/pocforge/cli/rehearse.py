@@ -114,12 +114,14 @@ def rehearsal_target(made, source: Path, scratch: Path, name: str):
 
 
 def _rehearse(spec, source: Path, scratch: Path, count: int, stages: list[str]) -> int:
+    from pocforge.paths import workspace_root
     from pocforge.rehearse.nodes import running_cluster
     from pocforge.runner import NodeFailure, RunnerError, run_poc
     from pocforge.spec import SpecError
 
     code = 0
-    with running_cluster(scratch / "nodes", count) as made:
+    # the nodes see the workspace at its path (the kit runtime reads the POC and the model)
+    with running_cluster(scratch / "nodes", count, shared=(workspace_root(),)) as made:
         click.echo(f"rehearsal nodes: {', '.join(f'{h.name} {h.address}' for h in made.hosts)}")
         try:
             variant, nodes = rehearsal_target(made, source, scratch, spec.name)

@@ -37,6 +37,8 @@ def inventory_from_spec(spec: Any, dest: Path) -> Path:
     if hosts:
         common["ansible_user"] = ssh.user
         common["ansible_port"] = ssh.port
+        # root only where a task needs it (playbooks: `become: pocforge_become`)
+        common["pocforge_become"] = ssh.user != "root" if ssh.become is None else ssh.become
         if ssh.key_file:
             common["ansible_ssh_private_key_file"] = str(Path(ssh.key_file).expanduser())
     else:

@@ -7,8 +7,11 @@ Layout (``tag`` is unique per fixture): a bridge namespace ``<tag>br`` holds bri
 every host namespace ``<tag>hN`` has ``eth0`` = 198.51.100.(10+N)/24 on a veth into that
 bridge; the controller (this process, root namespace) reaches them through one more veth,
 ``<tag>c`` = 198.51.100.254/24. Each sshd runs inside its host's namespace and in its own
-mount and UTS namespaces: its own hostname and a private ``/opt`` (a bind mount of
-``<workdir>/hN/opt``), so each host reports its own facts. Traffic goes only to these
+mount and UTS namespaces: its own hostname, a private ``/opt`` (a bind mount of
+``<workdir>/hN/opt``) and a private ``/tmp`` (``<workdir>/hN/tmp``), so each host reports its
+own facts and keeps its own scratch files. The folders under ``/tmp`` the nodes must still
+see at the same path (the fixture's own, with sshd's configuration; a test's workspace with
+the POC and the model the kit runtime reads) are bound into that private ``/tmp``. Traffic goes only to these
 namespaces. ``close()`` kills every process inside them by pid, deletes the namespaces and
 the controller veth; it is safe to call twice and runs from a finalizer.
 """
@@ -66,6 +69,9 @@ class Host:
 class NetnsCluster:
     workdir: Path
     count: int = 3
+    # Folders under /tmp every node still sees at their paths (default: the workdir's
+    # parent, which holds a test's workspace, and so the workdir itself).
+    shared: tuple[Path, ...] = ()
     tag: str = field(default_factory=lambda: f"pf{os.getpid() % 100000}")
     hosts: list[Host] = field(default_factory=list)
     _lock: int | None = None
@@ -99,6 +105,12 @@ class NetnsCluster:
             check=True,
         )
         (self.workdir / "authorized_keys").write_text(self.key.with_suffix(".pub").read_text())
+        # sshd reads a user's keys as that user: a copy any account can read (the workdir
+        # may sit under a private folder, as pytest's does), so a non-root user logs in too.
+        self.keys_dir.mkdir(parents=True, exist_ok=True)
+        self.keys_dir.chmod(0o755)
+        shutil.copy(self.workdir / "authorized_keys", self.keys_dir / "authorized_keys")
+        (self.keys_dir / "authorized_keys").chmod(0o644)
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation dir
 
         bridge_ns = f"{self.tag}br"
@@ -151,18 +163,33 @@ class NetnsCluster:
             subprocess.run(
                 ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True
             )
+        private_tmp = host.root / "tmp"
+        private_tmp.mkdir(exist_ok=True)
+        private_tmp.chmod(0o1777)
+        binds = []
+        for folder in self._shared_under_tmp():
+            inside = private_tmp / folder.relative_to("/tmp")
+            inside.mkdir(parents=True, exist_ok=True)
+            binds.append(f"mount --bind {folder} {inside}")
         config = host.root / "sshd_config"
         config.write_text(
             f"ListenAddress {host.address}\nPort 22\nHostKey {key}\n"
             f"PidFile {host.root / 'sshd.pid'}\n"
-            f"AuthorizedKeysFile {self.workdir / 'authorized_keys'}\n"
+            f"AuthorizedKeysFile {self.keys_dir / 'authorized_keys'}\n"
             "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
             "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
             "Subsystem sftp internal-sftp\nMaxStartups 100\nMaxSessions 100\n"
         )
-        script = (
-            f"hostname {host.name} && mount --bind {host.opt} /opt && "
-            f"exec /usr/sbin/sshd -D -e -f {config}"
+        # The shared folders are bound into the private /tmp first; --rbind carries them
+        # along when it covers /tmp (all inside this mount namespace, invisible outside).
+        script = " && ".join(
+            [
+                f"hostname {host.name}",
+                f"mount --bind {host.opt} /opt",
+                *binds,
+                f"mount --rbind {private_tmp} /tmp",
+                f"exec /usr/sbin/sshd -D -e -f {config}",
+            ]
         )
         # ip netns exec and unshare both exec in place, so the Popen pid is sshd's pid.
         host.sshd = subprocess.Popen(
@@ -183,6 +210,18 @@ class NetnsCluster:
             stdout=subprocess.DEVNULL,
             stderr=open(host.root / "sshd.log", "ab"),  # noqa: SIM115
         )
+
+    @property
+    def keys_dir(self) -> Path:
+        return Path("/run/pocforge-rehearse") / self.tag
+
+    def _shared_under_tmp(self) -> list[Path]:
+        """The shared folders that lie under /tmp, outermost only."""
+        tmp = Path("/tmp").resolve()
+        wanted = [Path(p).resolve() for p in (self.shared or (self.workdir.parent,))]
+        wanted.append(self.workdir.resolve())
+        under = sorted({p for p in wanted if p.is_relative_to(tmp) and p != tmp})
+        return [p for p in under if not any(p != q and p.is_relative_to(q) for q in under)]
 
     def wait_ssh(self, host: Host, timeout: float = 15.0) -> None:
         deadline = time.monotonic() + timeout
@@ -260,6 +299,7 @@ class NetnsCluster:
                 _ip("link", "del", link, check=False)
             self._made_netns.clear()
             self._made_links.clear()
+            shutil.rmtree(self.keys_dir, ignore_errors=True)
         finally:
             if self._lock is not None:
                 fcntl.flock(self._lock, fcntl.LOCK_UN)
@@ -280,9 +320,12 @@ class NetnsCluster:
 
 
 @contextlib.contextmanager
-def running_cluster(folder: Path, count: int) -> Iterator[NetnsCluster]:
-    """``count`` namespaced hosts for the block; always torn down, and checked to be gone."""
-    made = NetnsCluster(folder, count=count)
+def running_cluster(
+    folder: Path, count: int, shared: tuple[Path, ...] = ()
+) -> Iterator[NetnsCluster]:
+    """``count`` namespaced hosts for the block; always torn down, and checked to be gone.
+    ``shared``: folders under /tmp the nodes see at their paths (default: folder's parent)."""
+    made = NetnsCluster(folder, count=count, shared=shared)
     try:
         made.start()
         yield made

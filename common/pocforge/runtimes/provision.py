@@ -96,9 +96,7 @@ def images(spec: PocSpec) -> list[dict]:
         runtime = resolve(spec, deployment)
         if runtime.kind != "container" or runtime.image is None:
             continue
-        archive = getattr(section.runtime, "image_archive", None)
-        if archive and spec.source_dir is not None and not Path(archive).is_absolute():
-            archive = str((spec.source_dir / archive).resolve())
+        archive = section.runtime.image_archive  # a path on the nodes
         seen.setdefault(
             (runtime.engine, runtime.image),
             {"engine": runtime.engine, "image": runtime.image, "archive": archive},

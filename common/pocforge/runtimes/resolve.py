@@ -75,6 +75,11 @@ def resolve(spec: PocSpec, deployment: Deployment) -> ResolvedRuntime:
             f"{where}.kind: kit means this machine's CPU environments, for cluster.gpu: cpu "
             f"only; on {spec.cluster.gpu} use container or venv"
         )
+    if runtime.image_archive and kind != "container":
+        raise RuntimeSpecError(
+            f"{where}.image_archive: only a container runtime loads an image; this one is "
+            f"{kind} (remove image_archive, or set {where}.kind: container)"
+        )
     image = runtime.image
     if kind == "container" and image is None:
         image = default_image(framework, facts.vendor, facts.arch)

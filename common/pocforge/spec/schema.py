@@ -150,6 +150,10 @@ class Ssh(Strict):
         description="SSH password when keys are not possible; use `${ENV}`.",
         json_schema_extra=SECRET,
     )
+    become: bool | None = Field(
+        None,
+        description="Run the few tasks that need root (the kit's folder `/opt/pocforge`, the GPU and PCIe probes, a weights folder outside it) through sudo; default: when `user` is not root. Passwordless sudo, or `ansible_become_password` in the inventory.",
+    )
 
 
 class ClusterSpec(Strict):
@@ -349,6 +353,11 @@ class Runtime(Strict):
     image: str | None = Field(
         None,
         description="container: image to run; default: the kit's pinned image for the framework and GPU (`runtimes/images.yaml`).",
+    )
+    image_archive: str | None = Field(
+        None,
+        pattern=r"^/",
+        description="container: an image tarball (`docker save` / `podman save`) at this path on every node, which bring-up loads when the image is absent (nodes that reach no registry); default: bring-up pulls the image.",
     )
     engine: Literal["docker", "podman"] = Field("docker", description="container: the engine.")
     shm_size: str = Field("16g", pattern=r"^\d+[kmg]?$", description="container: `--shm-size`.")
