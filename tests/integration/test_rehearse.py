@@ -142,6 +142,8 @@ def _fault_variant(rehearsal, root: Path):
         "dataset": {"kind": "random", "isl": 32, "osl": 8},
         "load": {"concurrency": [2]},
         "num_prompts": 400,
+        # a point long enough to lose a node in, short enough that the resume is quick
+        "duration_s": 20,
     }
     data = {"include": str(source), "serving": {"workloads": [workload]}}
     (folder / "poc.yaml").write_text(yaml.safe_dump(data, sort_keys=False))

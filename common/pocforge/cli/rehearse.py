@@ -38,10 +38,29 @@ REHEARSAL_ENV = {
 }
 
 
-def rehearsal_spec(source: Path, folder: Path, addresses: list[str]) -> Path:
-    """A variant of the POC (``include:`` of its spec) whose hosts are the rehearsal nodes."""
+def container_runtime() -> dict:
+    """``serving.runtime`` of a rehearsal in containers: podman with the kit's local image
+    (built here, nothing pulled), this machine's Python and kit mounted read-only."""
+    import sys
+
+    from pocforge.rehearse.image import build_image, kit_mounts
+
+    return {
+        "kind": "container",
+        "engine": "podman",
+        "image": build_image("podman"),
+        "python": sys.executable,
+        "mounts": kit_mounts(),
+    }
+
+
+def rehearsal_spec(
+    source: Path, folder: Path, addresses: list[str], runtime: dict | None = None
+) -> Path:
+    """A variant of the POC (``include:`` of its spec) whose hosts are the rehearsal nodes,
+    its serving in ``runtime`` when given."""
     folder.mkdir(parents=True, exist_ok=True)
-    variant = {
+    variant: dict = {
         "include": str(source.resolve()),
         "cluster": {
             "hosts": [
@@ -49,6 +68,8 @@ def rehearsal_spec(source: Path, folder: Path, addresses: list[str]) -> Path:
             ]
         },
     }
+    if runtime is not None:
+        variant["serving"] = {"runtime": runtime}
     path = folder / "poc.yaml"
     path.write_text(yaml.safe_dump(variant, sort_keys=False))
     return path
@@ -62,7 +83,15 @@ def rehearsal_spec(source: Path, folder: Path, addresses: list[str]) -> Path:
 @click.option(
     "--stage", "stages", multiple=True, help="Run only these stages of the run (repeatable)."
 )
-def rehearse_cmd(poc: str, count: int | None, stages: tuple[str, ...]) -> None:
+@click.option(
+    "--runtime",
+    type=click.Choice(["kit", "container"]),
+    default="kit",
+    show_default=True,
+    help="Where serving runs on the nodes: this machine's environment as it is, or inside "
+    "podman containers of the kit's local image (the container path of a GPU POC).",
+)
+def rehearse_cmd(poc: str, count: int | None, stages: tuple[str, ...], runtime: str) -> None:
     """Run a cluster POC end to end against namespaced nodes made on this machine."""
     from pocforge.paths import workspace_root
     from pocforge.rehearse.nodes import missing_prerequisites
@@ -87,34 +116,42 @@ def rehearse_cmd(poc: str, count: int | None, stages: tuple[str, ...]) -> None:
     scratch = workspace_root() / ".artifacts" / "rehearse" / spec.name
     code = 0
     try:
-        code = _rehearse(spec, source, scratch, count, list(stages))
+        code = _rehearse(spec, source, scratch, count, list(stages), runtime)
     except (OSError, subprocess.CalledProcessError, TimeoutError, RuntimeError) as exc:
         fail(f"rehearsal nodes: {type(exc).__name__}: {exc}")
     click.echo("rehearsal nodes torn down")
     sys.exit(code)
 
 
-def rehearsal_target(made, source: Path, scratch: Path, name: str):
+def rehearsal_target(made, source: Path, scratch: Path, name: str, runtime: str = "kit"):
     """(the POC's variant with the nodes' addresses, how the runner drives the nodes) for the
-    rehearsal nodes ``made``; raises SpecError when the variant does not load."""
+    rehearsal nodes ``made``; raises SpecError when the variant does not load, ImageError
+    when the container image cannot be built."""
     from pocforge.frameworks.base import prepare_model
     from pocforge.runner import Nodes
     from pocforge.spec import load_spec
 
     addresses = [h.address for h in made.hosts]
     # the variant's folder is named as the POC, as every POC folder is
-    variant = load_spec(rehearsal_spec(source, scratch / name, addresses))
+    extravars = dict(REHEARSAL_VARS)
+    in_containers = None
+    if runtime == "container":
+        from pocforge.rehearse.image import engine_env
+
+        in_containers = container_runtime()
+        # for the podman client the nodes' process manager starts (not the container's env)
+        extravars["workload_env"] = {"CONTAINERS_CONF": engine_env("podman")["CONTAINERS_CONF"]}
+    variant = load_spec(rehearsal_spec(source, scratch / name, addresses, in_containers))
     prepare_model(variant)
-    nodes = Nodes(
-        made.inventory(scratch / "inventory.yml"),
-        env=REHEARSAL_ENV,
-        extravars=REHEARSAL_VARS,
-    )
+    nodes = Nodes(made.inventory(scratch / "inventory.yml"), env=REHEARSAL_ENV, extravars=extravars)
     return variant, nodes
 
 
-def _rehearse(spec, source: Path, scratch: Path, count: int, stages: list[str]) -> int:
+def _rehearse(
+    spec, source: Path, scratch: Path, count: int, stages: list[str], runtime: str = "kit"
+) -> int:
     from pocforge.paths import workspace_root
+    from pocforge.rehearse.image import ImageError
     from pocforge.rehearse.nodes import running_cluster
     from pocforge.runner import NodeFailure, RunnerError, run_poc
     from pocforge.spec import SpecError
@@ -124,8 +161,8 @@ def _rehearse(spec, source: Path, scratch: Path, count: int, stages: list[str]) 
     with running_cluster(scratch / "nodes", count, shared=(workspace_root(),)) as made:
         click.echo(f"rehearsal nodes: {', '.join(f'{h.name} {h.address}' for h in made.hosts)}")
         try:
-            variant, nodes = rehearsal_target(made, source, scratch, spec.name)
-        except SpecError as exc:
+            variant, nodes = rehearsal_target(made, source, scratch, spec.name, runtime)
+        except (SpecError, ImageError) as exc:
             click.echo(str(exc), err=True)
             return 2
         try:

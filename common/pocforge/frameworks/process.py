@@ -97,6 +97,14 @@ class NodeLaunch:
         return cls(**{key: data[key] for key in cls.__dataclass_fields__ if key in data})
 
 
+def container_of(launch: NodeLaunch) -> tuple[str, str] | None:
+    """(engine, container name) of a container launch (``runtimes.container.wrap``), else None."""
+    runtime = launch.runtime or {}
+    if runtime.get("kind") != "container" or "--name" not in launch.argv:
+        return None
+    return runtime["engine"], launch.argv[launch.argv.index("--name") + 1]
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port free on ``host`` right now (for servers started here)."""
     with socket.socket() as sock:
@@ -217,7 +225,25 @@ class ManagedProcess:
         deadline = time.monotonic() + 10
         while self.live_group_members() and time.monotonic() < deadline:
             time.sleep(0.05)  # a killed process lingers until the kernel has torn it down
+        self._remove_container()
         return self.proc.returncode
+
+    def _remove_container(self) -> None:
+        """A container launch: remove its container too. ``run --rm`` removes it when the
+        engine's client stops it, but a client killed outright (SIGKILL past the grace, a
+        node's OOM killer) leaves the container running, and holding its GPUs."""
+        found = container_of(self.launch)
+        if found is None:
+            return
+        engine, name = found
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            subprocess.run(
+                [engine, "rm", "--force", name],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                timeout=60,
+            )
 
     def _signal(self, sig: int) -> None:
         assert self.proc is not None

@@ -35,6 +35,36 @@ CONTROLLER_IP = f"{SUBNET}.254"
 LOCK_PATH = "/run/lock/pocforge-netns.lock"
 
 
+# Mount options that say how, not which controllers a cgroup v1 hierarchy holds.
+_GENERIC_OPTIONS = {"rw", "ro", "relatime", "noatime", "nosuid", "nodev", "noexec", "seclabel"}
+
+
+def cgroup_mounts(mounts: str | None = None) -> list[str]:
+    """Shell commands that mount this machine's cgroup hierarchies again inside a node.
+
+    ``ip netns exec`` mounts a fresh sysfs for the namespace, which hides
+    ``/sys/fs/cgroup``; container engines (runc: "no cgroup mount found in mountinfo") need
+    it. Mounting the same hierarchies again (cgroup v2, or v1 controllers under a tmpfs, as
+    ``/proc/mounts`` lists them) gives the node the host's cgroups, as a container host has."""
+    lines = (mounts if mounts is not None else Path("/proc/mounts").read_text()).splitlines()
+    out = []
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 4 or not fields[1].startswith("/sys/fs/cgroup"):
+            continue
+        _, point, kind, options = fields[:4]
+        if kind == "tmpfs" and point == "/sys/fs/cgroup":
+            out.append("mount -t tmpfs -o mode=755 tmpfs /sys/fs/cgroup")
+        elif kind == "cgroup2":
+            out += [f"mkdir -p {point}", f"mount -t cgroup2 cgroup2 {point}"]
+        elif kind == "cgroup":
+            wanted = [o for o in options.split(",") if o not in _GENERIC_OPTIONS]
+            if any(o.startswith("name=") for o in wanted) and "none" not in wanted:
+                wanted.insert(0, "none")
+            out += [f"mkdir -p {point}", f"mount -t cgroup -o {','.join(wanted)} cgroup {point}"]
+    return out
+
+
 def missing_prerequisites() -> str | None:
     """Why the fixture cannot run here, or None."""
     if os.geteuid() != 0:
@@ -185,6 +215,8 @@ class NetnsCluster:
         script = " && ".join(
             [
                 f"hostname {host.name}",
+                # best effort: without them only containers fail, not the node
+                *(f"({mount} 2>/dev/null || true)" for mount in cgroup_mounts()),
                 f"mount --bind {host.opt} /opt",
                 *binds,
                 f"mount --rbind {private_tmp} /tmp",

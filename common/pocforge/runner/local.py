@@ -19,12 +19,15 @@ from pathlib import Path
 from pocforge import atomic
 from pocforge.bench.from_spec import sweep_config
 from pocforge.bench.sweep import run_sweep
-from pocforge.frameworks import ADAPTERS, LaunchContext
+from pocforge.frameworks import LaunchContext
 from pocforge.frameworks.base import model_path, prepare_model
 from pocforge.frameworks.process import ManagedProcess, free_port
 from pocforge.frameworks.startup import startup_timeout_s
 from pocforge.paths import workspace_root
 from pocforge.results.adapters import from_kernel_bench, from_training_summary
+from pocforge.runtimes import resolve
+from pocforge.runtimes.plan import plan_deployment
+from pocforge.runtimes.provision import kit_wheels
 from pocforge.spec import PocSpec
 from pocforge.training.run import run_training
 
@@ -39,7 +42,10 @@ def run_serving(spec: PocSpec, stage_dir: Path, say: Say) -> None:
     serving = spec.serving
     prepare_model(spec)
     ctx = LaunchContext.local(workspace_root(), host_override="127.0.0.1", port=free_port())
-    (launch,) = ADAPTERS[serving.framework].plan(spec, ctx)
+    wheels = {}
+    if resolve(spec, "serving").kind == "container":  # the container installs them from here
+        wheels["wheels"] = str(kit_wheels())
+    (launch,) = plan_deployment(spec, "serving", ctx, **wheels)  # in its runtime
     server = ManagedProcess(launch, stage_dir / "server.log").start()
     try:
         say(

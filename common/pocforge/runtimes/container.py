@@ -7,9 +7,12 @@ The flags are the vendors' documented ones for their framework images:
   --security-opt seccomp=unconfined`` (the GPU compute and render interfaces, the group
   that may open them, and what ROCm's debugger and the HIP runtime need);
 - CUDA (vLLM's "Deploying with Docker"): ``--gpus all`` (the NVIDIA Container Toolkit);
-- both: ``--ipc host`` (PyTorch shares tensors between ranks through shared memory),
-  ``--network host`` (the ranks, Ray, RCCL/NCCL and the benchmark reach the node's own
-  addresses and ports), ``--shm-size``.
+  under podman ``--device nvidia.com/gpu=all`` (the toolkit's CDI devices);
+- both: ``--ipc host`` (PyTorch shares tensors between ranks through shared memory: the
+  node's own ``/dev/shm``, so no ``--shm-size``, which docker ignores next to it and podman
+  refuses: "cannot set shmsize when running in the {host } IPC Namespace", measured with
+  podman 4.3), ``--network host`` (the ranks, Ray, RCCL/NCCL and the benchmark reach the
+  node's own addresses and ports).
 
 Weights, the run folder and the kit's wheels are mounted at the same paths as on the node,
 so the framework's arguments need no translation. The kernels distribution, when the
@@ -20,6 +23,7 @@ from the mounted wheels before the framework starts (no registry needed on the n
 from __future__ import annotations
 
 import re
+import shlex
 
 from pocforge.frameworks.base import NodeLaunch
 from pocforge.frameworks.process import WORKDIR
@@ -38,12 +42,26 @@ ROCM_FLAGS = (
     "seccomp=unconfined",
 )
 CUDA_FLAGS = ("--gpus", "all")
+# podman reaches NVIDIA GPUs through CDI, not --gpus (which podman 4.3 does not have):
+# NVIDIA Container Toolkit, "Support for Container Device Interface":
+# `podman run --rm --device nvidia.com/gpu=all ...` after `nvidia-ctk cdi generate`.
+CUDA_FLAGS_PODMAN = ("--device", "nvidia.com/gpu=all")
 
 
-def kit_install(*distributions: str) -> str:
-    """The shell line that installs the kit's ``distributions`` from the mounted wheels."""
+# Where the kit's wheels are installed inside a container: a scratch folder put first on
+# PYTHONPATH, so the image's own environment (read-only, or the customer's) is left as it is.
+SITE = "/tmp/pocforge-site"
+
+
+def kit_install(python: str, *distributions: str) -> str:
+    """The shell line that installs the kit's ``distributions`` from the mounted wheels for
+    ``python`` (no index, no dependencies) and puts them on its path."""
     names = " ".join(distributions)
-    return f"python3 -m pip install --quiet --no-deps --no-index --find-links {WHEELS} {names}"
+    return (
+        f"{shlex.quote(python)} -m pip install --quiet --disable-pip-version-check --no-deps "
+        f"--no-index --find-links {WHEELS} --target {SITE} {names} && "
+        f"export PYTHONPATH={SITE}${{PYTHONPATH:+:$PYTHONPATH}}"
+    )
 
 
 def container_name(poc: str, launch: NodeLaunch) -> str:
@@ -61,8 +79,8 @@ def wrap(
     if runtime.vendor == "amd":
         argv += ROCM_FLAGS
     elif runtime.vendor == "nvidia":
-        argv += CUDA_FLAGS
-    argv += ["--ipc", "host", "--network", "host", "--shm-size", runtime.shm_size]
+        argv += CUDA_FLAGS_PODMAN if runtime.engine == "podman" else CUDA_FLAGS
+    argv += ["--ipc", "host", "--network", "host"]
     for mount in [*mounts, *runtime.mounts]:
         argv += ["--volume", mount]
     if launch.files:  # generated files are written to the working directory on the node
@@ -77,7 +95,8 @@ def wrap(
     kit = kit or (["pocforge-kernels"] if kernels else [])
     if kit:
         # sh -c '<install> && exec "$@"' sh <argv...>: no quoting of the framework's argv.
-        argv += ["sh", "-c", f'{kit_install(*kit)} && exec "$@"', "sh", *launch.argv]
+        install = kit_install(launch.argv[0], *kit)
+        argv += ["sh", "-c", f'{install} && exec "$@"', "sh", *launch.argv]
     else:
         argv += launch.argv
     return NodeLaunch(

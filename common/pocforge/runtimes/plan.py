@@ -17,15 +17,16 @@ from pocforge.spec import PocSpec
 HF_HOME = "/opt/pocforge/hf-home"
 
 
-def _mounts(spec: PocSpec) -> list[str]:
-    """The weights (a staged or local folder), the kit's wheels, the POC folder."""
+def _mounts(spec: PocSpec, wheels: str = WHEELS) -> list[str]:
+    """The weights (a staged or local folder), the kit's wheels (from ``wheels`` on the
+    host), the POC folder."""
     mounts = []
     model = model_path(spec)
     if PurePosixPath(model).is_absolute():
         mounts.append(f"{model}:{model}:ro")
     else:  # a hub id: the node's cache, so a second start does not download again
         mounts.append(f"{HF_HOME}:{HF_HOME}")
-    mounts.append(f"{WHEELS}:{WHEELS}:ro")
+    mounts.append(f"{wheels}:{WHEELS}:ro")
     if spec.source_dir is not None:
         folder = str(spec.source_dir.resolve())
         mounts.append(f"{folder}:{folder}:ro")
@@ -54,12 +55,15 @@ def plan_deployment(
     *,
     node_env: dict[int, dict[str, str]] | None = None,
     out_dir: Path | None = None,
+    wheels: str = WHEELS,
 ) -> list[NodeLaunch]:
     """The launches of one deployment, each in that deployment's runtime.
 
     ``node_env``: per node rank, variables for that node's launches (the platform's, from
     bring-up's facts); the framework adapter's own variables win. ``out_dir``: where a
-    training launch writes its summary (relative: to the launch's working directory)."""
+    training launch writes its summary (relative: to the launch's working directory).
+    ``wheels``: the host folder of the kit's wheels a container mounts (on a node, where
+    bring-up copied them; here, ``provision.kit_wheels()``)."""
     section = spec.serving if deployment == "serving" else spec.training
     assert section is not None
     runtime = resolve(spec, deployment)
@@ -77,7 +81,7 @@ def plan_deployment(
         return [_in_venv(one, runtime) for one in launches]
     if runtime.kind == "container":
         kernels = bool(getattr(section, "kernels", None))
-        mounts = _mounts(spec)
+        mounts = _mounts(spec, wheels)
         if f"{HF_HOME}:{HF_HOME}" in mounts:
             runtime = dataclasses.replace(runtime, env={"HF_HOME": HF_HOME, **runtime.env})
         return [

@@ -31,7 +31,6 @@ class ResolvedRuntime:
     arch: str
     image: str | None = None
     engine: str = "docker"
-    shm_size: str = "16g"
     mounts: tuple[str, ...] = ()
     python: str | None = None  # venv: the interpreter on the nodes
     env: dict[str, str] = field(default_factory=dict)
@@ -40,7 +39,7 @@ class ResolvedRuntime:
     def node_python(self) -> str:
         """The interpreter the framework's argv starts with on the node."""
         if self.kind == "container":
-            return "python3"
+            return self.python or "python3"  # the image's, unless the spec names one
         return self.python or "python"
 
 
@@ -98,7 +97,6 @@ def resolve(spec: PocSpec, deployment: Deployment) -> ResolvedRuntime:
         arch=facts.arch,
         image=image,
         engine=runtime.engine,
-        shm_size=runtime.shm_size,
         mounts=tuple(runtime.mounts),
         python=python,
         env=dict(runtime.env),

@@ -360,14 +360,13 @@ class Runtime(Strict):
         description="container: an image tarball (`docker save` / `podman save`) at this path on every node, which bring-up loads when the image is absent (nodes that reach no registry); default: bring-up pulls the image.",
     )
     engine: Literal["docker", "podman"] = Field("docker", description="container: the engine.")
-    shm_size: str = Field("16g", pattern=r"^\d+[kmg]?$", description="container: `--shm-size`.")
     mounts: list[str] = Field(
         default_factory=list,
         description="container: extra `host:container[:ro]` mounts (the weights, the run folder and the kit's wheels are mounted already).",
     )
     python: str | None = Field(
         None,
-        description="venv: an existing interpreter on the nodes; default: the environment bring-up builds in `/opt/pocforge/venvs/<framework>`.",
+        description="venv: an existing interpreter on the nodes; default: the environment bring-up builds in `/opt/pocforge/venvs/<framework>`. container: the interpreter inside the image; default: `python3`.",
     )
     env: dict[str, str] = Field(
         default_factory=dict,
