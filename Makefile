@@ -8,7 +8,7 @@ RUN   ?=
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-unit test-fast rehearse test-kernels lint fmt demo poc validate spec-docs bench bench-client bench-kernels kernels-compile bench-report report patch-check patch unpatch cluster-up cluster-check cluster-collectives cluster-serve cluster-train cluster-down clean
+.PHONY: help setup test test-unit test-fast rehearse rehearsal-image test-kernels lint fmt demo poc validate spec-docs bench bench-client bench-kernels kernels-compile bench-report report patch-check patch unpatch cluster-up cluster-check cluster-collectives cluster-serve cluster-train cluster-down clean
 
 help: ## List every target with one line each
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -47,8 +47,11 @@ demo: ## The main job on this machine: validate every POC, run pocs/demo end to 
 poc: ## Run a POC end to end (on its nodes when it has hosts or an inventory, else here): make poc POC=<name> [RUN=<id> to resume]
 	$(BIN)/pocforge run $(POC) $(if $(RUN),--resume $(RUN))
 
-rehearse: ## Run a cluster POC against namespaced nodes made on this machine (root): make rehearse POC=tiny-llama-2node-fp32-cpu-vllm
-	$(BIN)/pocforge rehearse $(POC)
+rehearse: ## Run a cluster POC against namespaced nodes made on this machine (root): make rehearse POC=tiny-llama-2node-fp32-cpu-vllm [RUNTIME=container]
+	$(BIN)/pocforge rehearse $(POC) --runtime $(or $(RUNTIME),kit)
+
+rehearsal-image: ## The local podman image a container rehearsal runs (built from this machine, nothing pulled)
+	$(BIN)/python -m pocforge.rehearse.image
 
 bench: bench-client bench-kernels bench-report ## Every benchmark (printed tables, ratios against peers in the same run)
 

@@ -66,7 +66,10 @@ def test_training_in_a_container_installs_the_kits_driver_from_the_mounted_wheel
     )
     launch = plan_nodes(spec, LaunchContext(repo=REPO))[0]
     script = launch.argv[launch.argv.index("-c") + 1]
-    assert "--find-links /opt/pocforge/wheels --target /tmp/pocforge-site pocforge pocforge-kernels" in script
+    assert (
+        "--find-links /opt/pocforge/wheels --target /tmp/pocforge-site pocforge pocforge-kernels"
+        in script
+    )
     assert "export PYTHONPATH=/tmp/pocforge-site" in script
     assert "/opt/pocforge/wheels:/opt/pocforge/wheels:ro" in launch.argv
 

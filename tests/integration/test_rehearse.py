@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from pocforge.cli.rehearse import rehearsal_target
+from pocforge.cli.rehearse import container_runtime, rehearsal_target
 from pocforge.rehearse.nodes import missing_prerequisites, running_cluster
 from pocforge.results.store import RunStore
 from pocforge.runner import NodeFailure, run_poc
@@ -145,23 +145,55 @@ def _fault_variant(rehearsal, root: Path):
         # a point long enough to lose a node in, short enough that the resume is quick
         "duration_s": 20,
     }
-    data = {"include": str(source), "serving": {"workloads": [workload]}}
+    serving = {"workloads": [workload]}
+    if shutil.which("podman"):  # the GPU path: each node's rank in a container
+        serving["runtime"] = container_runtime()
+    data = {"include": str(source), "serving": serving}
     (folder / "poc.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
     return load_spec(folder / "poc.yaml")
+
+
+def _pocforge_containers() -> list[str]:
+    """The kit's containers podman has on this machine (the nodes share its storage)."""
+    import subprocess
+
+    from pocforge.rehearse.image import engine_env
+
+    if not shutil.which("podman"):
+        return []
+    listed = subprocess.run(
+        ["podman", "ps", "--all", "--format", "{{.Names}}"],
+        capture_output=True,
+        text=True,
+        env=engine_env("podman"),
+        timeout=60,
+    )
+    return [name for name in listed.stdout.split() if name.startswith("pocforge-")]
 
 
 def test_a_node_lost_mid_serving_fails_the_stage_naming_it_and_resume_completes(
     rehearsal, tmp_path
 ):
-    """h2 (the headless engine's node) loses its sshd and every process mid-sweep: the
-    serving stage fails naming h2, what finished is kept, teardown leaves nothing on h1;
-    with h2 back, --resume runs the stage again (the failed attempt kept) to completion."""
+    """With each node's vLLM rank in a podman container (the GPU path; the kit runtime
+    without podman), h2 (the headless engine's node) loses its sshd and every process
+    mid-sweep: the serving stage fails naming h2, what finished is kept, teardown leaves
+    nothing on h1, no container either; with h2 back, --resume runs the stage again (the
+    failed attempt kept) to completion."""
+    import dataclasses
     import threading
     import time
 
-    made, nodes, store = rehearsal["made"], rehearsal["nodes"], rehearsal["store"]
+    from pocforge.rehearse.image import engine_env
+
+    made, store = rehearsal["made"], rehearsal["store"]
+    # the podman client on the nodes reads this machine's runc settings
+    conf = {"CONTAINERS_CONF": engine_env("podman")["CONTAINERS_CONF"]}
+    nodes = dataclasses.replace(
+        rehearsal["nodes"], extravars={**rehearsal["nodes"].extravars, "workload_env": conf}
+    )
     # under the rehearsal's workspace: the nodes see it (their /tmp is their own)
     spec = _fault_variant(rehearsal, rehearsal["store"].root.parent / "fault")
+    stages = ["bringup", "serving"]  # bring-up copies the kit's wheels the containers mount
     h1, h2 = made.hosts
     before = set(made.processes(h1))
     started = time.time()
@@ -183,7 +215,7 @@ def test_a_node_lost_mid_serving_fails_the_stage_naming_it_and_resume_completes(
     killer = threading.Thread(target=lose_h2_mid_sweep, daemon=True)
     killer.start()
     with pytest.raises(NodeFailure) as failure:
-        run_poc(spec, nodes=nodes, store=store, only=["serving"], say=print)
+        run_poc(spec, nodes=nodes, store=store, only=stages, say=print)
     killer.join(timeout=10)
     records = found["records"]
     assert "h2 (198.51.100.12) does not answer" in str(failure.value)
@@ -193,17 +225,18 @@ def test_a_node_lost_mid_serving_fails_the_stage_naming_it_and_resume_completes(
     assert records.read_text().count("\n") >= 4  # what finished is kept
     left = {pid: cmd for pid, cmd in made.processes(h1).items() if pid not in before}
     assert not [c for c in left.values() if any(w in c for w in LEFT_BEHIND)], left
+    # h1's torn down; h2's is what a lost node leaves (its restart removes it first)
+    assert not [name for name in _pocforge_containers() if name.endswith("-server-0")]
 
     made.start_sshd(h2)
     made.wait_ssh(h2)
-    resumed = run_poc(
-        spec, nodes=nodes, store=store, resume=run_dir.name, only=["serving"], say=print
-    )
+    resumed = run_poc(spec, nodes=nodes, store=store, resume=run_dir.name, only=stages, say=print)
     manifest = json.loads((resumed.path / "run.json").read_text())
     assert manifest["stages"]["serving"]["status"] == "complete"
     assert manifest["stages"]["serving.attempt-1"]["status"] == "failed"
     summary = json.loads((resumed.path / "serving" / "chat" / "summary.json").read_text())
     assert [p["status"] for p in summary["points"]] == ["ok"]
+    assert _pocforge_containers() == []
 
 
 NON_ROOT = "pocforge-poc"

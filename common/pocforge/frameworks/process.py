@@ -148,6 +148,8 @@ class ManagedProcess:
         log = self.log_file.open("ab", buffering=0)
         log.write(f"$ {self.launch.command_line()}\n".encode())
         argv = [arg.replace(WORKDIR, str(self.workdir)) for arg in self.launch.argv]
+        # a container left by a launch that died with its node would block the name
+        self._remove_container()
         self.proc = subprocess.Popen(
             argv,
             env=env,
@@ -229,9 +231,10 @@ class ManagedProcess:
         return self.proc.returncode
 
     def _remove_container(self) -> None:
-        """A container launch: remove its container too. ``run --rm`` removes it when the
-        engine's client stops it, but a client killed outright (SIGKILL past the grace, a
-        node's OOM killer) leaves the container running, and holding its GPUs."""
+        """A container launch: remove its container (before a start, and after a stop).
+        ``run --rm`` removes it when the engine's client stops it, but a client killed
+        outright (SIGKILL past the grace, a node's OOM killer, a lost node) leaves the
+        container behind, running and holding its GPUs, or stopped and holding its name."""
         found = container_of(self.launch)
         if found is None:
             return

@@ -30,6 +30,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pocforge.paths import kit_root
+
 SUBNET = "198.51.100"
 CONTROLLER_IP = f"{SUBNET}.254"
 LOCK_PATH = "/run/lock/pocforge-netns.lock"
@@ -251,7 +253,9 @@ class NetnsCluster:
         """The shared folders that lie under /tmp, outermost only."""
         tmp = Path("/tmp").resolve()
         wanted = [Path(p).resolve() for p in (self.shared or (self.workdir.parent,))]
-        wanted.append(self.workdir.resolve())
+        # the workdir (sshd's files) and the kit (the CPU runtime's environments), which a
+        # clone under /tmp (a CI checkout) would otherwise hide from the nodes
+        wanted += [self.workdir.resolve(), kit_root().resolve()]
         under = sorted({p for p in wanted if p.is_relative_to(tmp) and p != tmp})
         return [p for p in under if not any(p != q and p.is_relative_to(q) for q in under)]
 
