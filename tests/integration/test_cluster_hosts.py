@@ -128,6 +128,56 @@ def test_second_bringup_changes_nothing(cluster, inventory, tmp_path):
         assert (host.opt / "models" / "tiny" / "weights.bin").stat().st_size == 4096
 
 
+def test_bringup_loads_a_missing_image_from_its_archive_once(cluster, inventory, tmp_path):
+    """An air-gapped node's image: absent, bring-up loads it from the archive on the node
+    (``podman load``), records its id; a second bring-up finds it and changes nothing, and
+    checks the id the spec pins (runtime.image_id): another id fails every node."""
+    import subprocess
+
+    if shutil.which("podman") is None:
+        pytest.skip("podman is not installed (make setup installs it)")
+    from pocforge.rehearse.image import build_image, engine_env
+
+    env = engine_env("podman")
+
+    def podman(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["podman", *args], capture_output=True, text=True, env=env)
+
+    tag = f"localhost/pocforge-archive-test:{cluster.tag}"
+    archive = tmp_path / "image.tar"  # under the folder the nodes share
+    assert podman("tag", build_image("podman"), tag).returncode == 0
+    assert podman("save", "--quiet", "--output", str(archive), tag).returncode == 0
+    assert podman("rmi", tag).returncode == 0
+    images = [{"engine": "podman", "image": tag, "archive": str(archive)}]
+    extra = {"container_image_images": images}
+    try:
+        first = run_playbook("bringup.yml", inventory, tmp_path, extravars=extra)
+        assert first.rc == 0, first.to_dict()
+        assert podman("image", "exists", tag).returncode == 0
+        for host in first.hosts.values():
+            # docker writes "sha256:<hex>", podman the hex alone
+            image_id = host.facts["container_image_data"][tag].removeprefix("sha256:")
+            assert len(image_id) == 64 and int(image_id, 16) >= 0
+        # the spec pins the loaded image's id: the same passes, another fails each node
+        pinned = [{**images[0], "id": image_id}]
+        second = run_playbook(
+            "bringup.yml", inventory, tmp_path, extravars={"container_image_images": pinned}
+        )
+        assert {n: h.changed_tasks for n, h in second.hosts.items()} == {
+            "h1": [],
+            "h2": [],
+            "h3": [],
+        }
+        wrong = [{**images[0], "id": "0" * 64}]
+        refused = run_playbook(
+            "bringup.yml", inventory, tmp_path, extravars={"container_image_images": wrong}
+        )
+        for host in refused.hosts.values():
+            assert host.status == "failed" and "runtime.image_id" in host.error, host
+    finally:
+        podman("rmi", "--force", tag)
+
+
 def test_unreachable_host_is_named_and_the_others_finish(cluster, inventory, tmp_path):
     """Killing h3's sshd makes h3 unreachable; h1 and h2 still complete every check."""
     for host in cluster.hosts:

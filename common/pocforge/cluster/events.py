@@ -183,6 +183,14 @@ class EventCollector:
             host.failed += 1
             host.status = "failed"
             msg = str(res.get("msg") or res.get("stderr") or "failed").strip()
+            # a loop fails with "One or more items failed": the failed items say what
+            failed_items = [
+                str(item.get("msg") or item.get("stderr") or "").strip()
+                for item in res.get("results") or []
+                if isinstance(item, dict) and item.get("failed")
+            ]
+            if any(failed_items):
+                msg = "; ".join(m for m in failed_items if m)
             if not task.startswith("Verdict"):
                 # a task that is not a check broke: it is a failed check of its own
                 key = f"task: {task}"

@@ -89,17 +89,23 @@ def venvs(spec: PocSpec) -> list[dict]:
 
 
 def images(spec: PocSpec) -> list[dict]:
-    """The ``container_image`` role's images: engine, image and an archive to load (or
-    None: pull), one entry per distinct image."""
+    """The ``container_image`` role's images: engine, image, an archive to load (or None:
+    pull) and the id it must have (or None), one entry per distinct image."""
     seen: dict[tuple[str, str], dict] = {}
     for deployment, section in _deployments(spec):
         runtime = resolve(spec, deployment)
         if runtime.kind != "container" or runtime.image is None:
             continue
         archive = section.runtime.image_archive  # a path on the nodes
+        wanted_id = section.runtime.image_id
         seen.setdefault(
             (runtime.engine, runtime.image),
-            {"engine": runtime.engine, "image": runtime.image, "archive": archive},
+            {
+                "engine": runtime.engine,
+                "image": runtime.image,
+                "archive": archive,
+                "id": wanted_id.removeprefix("sha256:") if wanted_id else None,
+            },
         )
     return list(seen.values())
 

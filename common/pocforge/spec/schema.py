@@ -359,6 +359,11 @@ class Runtime(Strict):
         pattern=r"^/",
         description="container: an image tarball (`docker save` / `podman save`) at this path on every node, which bring-up loads when the image is absent (nodes that reach no registry); default: bring-up pulls the image.",
     )
+    image_id: str | None = Field(
+        None,
+        pattern=r"^(sha256:)?[0-9a-f]{64}$",
+        description="container: the id the image must have on every node (`docker image inspect --format '{{.Id}}'`, kept by `save`/`load`); bring-up fails a node whose image differs. Default: not checked.",
+    )
     engine: Literal["docker", "podman"] = Field("docker", description="container: the engine.")
     mounts: list[str] = Field(
         default_factory=list,
