@@ -88,13 +88,15 @@ def test_kit_wheels_are_built_once_per_source_state(tmp_path):
     assert not (REPO / "common" / "build").exists()  # no build/ left in the checkout
 
 
-def test_an_image_archive_is_loaded_on_the_nodes_and_only_for_a_container():
+def test_an_image_archive_comes_from_the_poc_folder_and_only_for_a_container():
     spec = load_spec(POCS / "llama-3.1-70b-bf16-mi300x-vllm" / "poc.yaml")
     spec.serving.runtime = spec.serving.runtime.model_copy(
-        update={"image_archive": "/srv/images/rocm-vllm.tar"}
+        update={"image_archive": "images/rocm-vllm.tar"}
     )
     (image,) = bringup_vars(spec)["container_image_images"]
-    assert image["archive"] == "/srv/images/rocm-vllm.tar"
+    # on the controller, beside the POC; bring-up copies it to a node that lacks the image
+    folder = POCS / "llama-3.1-70b-bf16-mi300x-vllm"
+    assert image["archive"] == str((folder / "images" / "rocm-vllm.tar").resolve())
     spec.serving.runtime = spec.serving.runtime.model_copy(update={"kind": "venv"})
     with pytest.raises(RuntimeSpecError, match=r"serving.runtime.image_archive: only a container"):
         bringup_vars(spec)

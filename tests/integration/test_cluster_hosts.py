@@ -129,8 +129,8 @@ def test_second_bringup_changes_nothing(cluster, inventory, tmp_path):
 
 
 def test_bringup_loads_a_missing_image_from_its_archive_once(cluster, inventory, tmp_path):
-    """An air-gapped node's image: absent, bring-up loads it from the archive on the node
-    (``podman load``), records its id; a second bring-up finds it and changes nothing, and
+    """An air-gapped node's image: absent, bring-up copies the archive from the controller
+    and loads it (``podman load``), records its id; a second bring-up finds it and changes nothing, and
     checks the id the spec pins (runtime.image_id): another id fails every node."""
     import subprocess
 
@@ -144,7 +144,7 @@ def test_bringup_loads_a_missing_image_from_its_archive_once(cluster, inventory,
         return subprocess.run(["podman", *args], capture_output=True, text=True, env=env)
 
     tag = f"localhost/pocforge-archive-test:{cluster.tag}"
-    archive = tmp_path / "image.tar"  # under the folder the nodes share
+    archive = tmp_path / "image.tar"  # on the controller
     assert podman("tag", build_image("podman"), tag).returncode == 0
     assert podman("save", "--quiet", "--output", str(archive), tag).returncode == 0
     assert podman("rmi", tag).returncode == 0
@@ -154,6 +154,10 @@ def test_bringup_loads_a_missing_image_from_its_archive_once(cluster, inventory,
         first = run_playbook("bringup.yml", inventory, tmp_path, extravars=extra)
         assert first.rc == 0, first.to_dict()
         assert podman("image", "exists", tag).returncode == 0
+        for host in cluster.hosts:  # copied into each node's own /opt (it lacked the image)
+            assert (host.opt / "pocforge" / "images" / "image.tar").stat().st_size == (
+                archive.stat().st_size
+            )
         for host in first.hosts.values():
             # docker writes "sha256:<hex>", podman the hex alone
             image_id = host.facts["container_image_data"][tag].removeprefix("sha256:")

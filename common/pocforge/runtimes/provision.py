@@ -6,8 +6,9 @@
   index and pins) plus the framework at the spec's version, then the kit's two
   distributions from the copied wheels, without dependencies and without an index (the
   training driver and the kernels run inside the framework's environment);
-- every ``container`` runtime: its image, pulled, or loaded from ``image_archive`` when
-  the nodes reach no registry (see the ``container_image`` role);
+- every ``container`` runtime: its image, pulled, or (nodes that reach no registry) its
+  ``image_archive`` copied from the controller to a node that lacks the image and loaded
+  there; checked against ``image_id`` when the spec pins one (the ``container_image`` role);
 - the kit's wheels (``pocforge``, ``pocforge-kernels``), built here and copied to
   ``/opt/pocforge/wheels`` on every node whenever a runtime is not the kit's own.
 
@@ -96,7 +97,9 @@ def images(spec: PocSpec) -> list[dict]:
         runtime = resolve(spec, deployment)
         if runtime.kind != "container" or runtime.image is None:
             continue
-        archive = section.runtime.image_archive  # a path on the nodes
+        archive = section.runtime.image_archive  # on the controller; copied when needed
+        if archive and spec.source_dir is not None:
+            archive = str((spec.source_dir / archive).resolve())
         wanted_id = section.runtime.image_id
         seen.setdefault(
             (runtime.engine, runtime.image),

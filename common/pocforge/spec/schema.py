@@ -356,8 +356,7 @@ class Runtime(Strict):
     )
     image_archive: str | None = Field(
         None,
-        pattern=r"^/",
-        description="container: an image tarball (`docker save` / `podman save`) at this path on every node, which bring-up loads when the image is absent (nodes that reach no registry); default: bring-up pulls the image.",
+        description="container: an image tarball (`docker save` / `podman save`) on the controller (relative: to the POC folder); bring-up copies it to a node that lacks the image and loads it there (nodes that reach no registry). Default: bring-up pulls the image.",
     )
     image_id: str | None = Field(
         None,
