@@ -65,7 +65,7 @@ def test_the_whole_poc_runs_on_both_nodes(rehearsal):
     run = rehearsal["run"]
     manifest = json.loads((run.path / "run.json").read_text())
     assert manifest["status"] == "complete", rehearsal["lines"]
-    for stage in ("bringup", "preflight", "serving", "training"):
+    for stage in ("bringup", "preflight", "collectives", "serving", "training"):
         assert manifest["stages"][stage]["status"] == "complete", stage
     health = json.loads((run.path / "cluster" / "health.json").read_text())
     assert {cell["host"] for cell in health["checks"]} == {"h1", "h2"}
@@ -94,7 +94,7 @@ def test_training_ran_one_rank_per_node(rehearsal):
         assert f"--node_rank={rank}" in command
 
 
-def test_the_dashboard_shows_both_nodes_serving_and_training(rehearsal):
+def test_the_dashboard_shows_both_nodes_collectives_serving_and_training(rehearsal):
     from pocforge.report.render import build
 
     context = build(rehearsal["run"].path)
@@ -102,6 +102,12 @@ def test_the_dashboard_shows_both_nodes_serving_and_training(rehearsal):
     assert "cluster" in ids and "serving-chat" in ids and any("training" in i for i in ids)
     (cluster,) = [s for s in context["sections"] if s.id == "cluster"]
     assert cluster.body["matrix"]["hosts"] == ["h1", "h2"]
+    # the collectives across both nodes: the kit's gloo benchmark under one mpirun
+    across = [c for c in cluster.body["collectives"] if c.scope == "inter_node"]
+    assert {c.collective for c in across} == {"all_reduce", "all_gather", "alltoall"}, across
+    for result in across:
+        assert (result.tool, result.ranks, result.nodes) == ("pocforge-gloo", 2, 2)
+        assert max(row.busbw_gbs for row in result.rows) > 0
 
 
 def test_teardown_leaves_no_process_on_any_node(rehearsal):

@@ -134,6 +134,13 @@ def rehearsal_target(made, source: Path, scratch: Path, name: str, runtime: str 
     addresses = [h.address for h in made.hosts]
     # the variant's folder is named as the POC, as every POC folder is
     extravars = dict(REHEARSAL_VARS)
+    # mpirun on the first node starts the other ranks over SSH, with the nodes' key
+    ssh = f"-i {made.key} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+    extravars["collectives_env"] = {
+        "OMPI_MCA_plm_rsh_args": f"{ssh} -o LogLevel=ERROR",
+        "OMPI_MCA_oob_tcp_if_include": "eth0",
+        "OMPI_MCA_btl_tcp_if_include": "eth0",
+    }
     in_containers = None
     if runtime == "container":
         from pocforge.rehearse.image import engine_env

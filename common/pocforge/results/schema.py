@@ -237,7 +237,8 @@ class CollectiveResult(Doc):
 
     kind: Literal["pocforge-collective"] = "pocforge-collective"
     schema_version: Literal[1] = 1
-    tool: Literal["nccl-tests", "rccl-tests"]
+    # pocforge-gloo: the kit's CPU benchmark (pocforge.cluster.gloo_perf), nccl-tests' table
+    tool: Literal["nccl-tests", "rccl-tests", "pocforge-gloo"]
     tool_version: str | None = None
     collective: str
     ranks: int

@@ -131,14 +131,57 @@ def run_preflight(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
         say(f"preflight: FAIL {failure.host}: {failure.message}")
 
 
+# The kit's gloo benchmark on CPU nodes: small messages (a CPU link, not a GPU fabric).
+CPU_COLLECTIVES = {
+    "collectives_cpu_ranks": 1,
+    "collectives_min_bytes": "1M",
+    "collectives_max_bytes": "16M",
+    "collectives_mpirun_args": "--allow-run-as-root --bind-to none",
+}
+CPU_COLLECTIVES_PORT = "29510"
+
+
+def _gloo_tests(folder: Path) -> Path:
+    """``<op>_perf`` for each op: the kit's gloo benchmark behind nccl-tests' names."""
+    import sys
+
+    from pocforge.cluster.gloo_perf import OPS
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for op in OPS:
+        tool = folder / f"{op}_perf"
+        tool.write_text(
+            f'#!/bin/sh\nexec {sys.executable} -m pocforge.cluster.gloo_perf {op} "$@"\n'
+        )
+        tool.chmod(0o755)
+    return folder
+
+
 def run_collectives(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
+    """collectives.yml: rccl-tests / nccl-tests on GPUs; on CPU nodes the kit's gloo
+    benchmark (``pocforge.cluster.gloo_perf``) with the same table and checks."""
     expectations = expectations_from_spec(spec)
+    extravars = dict(nodes.extravars)
+    if spec.cluster.gpu == "cpu":
+        hosts = inventory_hosts(nodes.inventory)
+        env = {
+            **nodes.env,
+            "MASTER_ADDR": hosts[0].address if hosts else "127.0.0.1",
+            "MASTER_PORT": CPU_COLLECTIVES_PORT,
+            **extravars.get("collectives_env", {}),
+        }
+        extravars = {
+            **CPU_COLLECTIVES,
+            "collectives_bin_dir": str(_gloo_tests(run.path / "cluster" / "gloo-tests")),
+            **extravars,
+            "collectives_env": env,
+        }
     result = run_playbook_stage(
         run,
         PLAYBOOKS["collectives"],
         nodes.inventory,
         expectations,
-        extravars=nodes.extravars,
+        extravars=extravars,
         limit=nodes.limit,
     )
     _require(result, "collectives")

@@ -79,8 +79,11 @@ def parse_text(text: str, name_hint: str = "", source: str | None = None) -> Col
             (c for c in COLLECTIVES if c in hint or c.replace("_", "") in hint), "unknown"
         )
     is_rccl = (version or "").startswith("rccl") or "rccl" in name_hint.lower() or "RCCL" in text
+    tool = "rccl-tests" if is_rccl else "nccl-tests"
+    if "# pocforge gloo_perf" in text:  # the kit's CPU benchmark prints nccl-tests' table
+        tool = "pocforge-gloo"
     return CollectiveResult(
-        tool="rccl-tests" if is_rccl else "nccl-tests",
+        tool=tool,
         tool_version=version,
         collective=collective,
         ranks=len(ranks),
