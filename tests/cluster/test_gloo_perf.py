@@ -62,3 +62,26 @@ def test_two_ranks_print_a_table_the_roles_parser_reads(op):
     checks = {c["check"]: c for c in collective_checks(parsed, None, 0.95, "inter_node", "cpu")}
     assert checks[f"{op}_inter_busbw"]["skip"] == f"no busbw reference for cpu inter_node {op}"
     assert checks[f"{op}_inter_wrong"]["measured"] == 0
+
+
+def test_one_rank_within_a_node_needs_no_rendezvous_at_the_first_node():
+    """Within a node the role runs the tool alone, with the first node's MASTER_ADDR in its
+    environment (for the run across nodes): a lone rank must not wait on that address."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pocforge.cluster.gloo_perf",
+            "all_reduce",
+            "-b",
+            "64K",
+            "-e",
+            "64K",
+        ],
+        env={**os.environ, "MASTER_ADDR": "198.51.100.99", "MASTER_PORT": "29510"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "#  Rank  0 Group  0" in done.stdout and "Avg bus bandwidth" in done.stdout

@@ -35,6 +35,12 @@ def size_bytes(text: str) -> int:
     return int(match.group(1)) * _UNITS[match.group(2)]
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def bus_factor(op: str, ranks: int) -> float:
     if ranks <= 1:
         return 0.0
@@ -99,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     ranks = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
     address = os.environ.get("MASTER_ADDR", "127.0.0.1")
     port = int(os.environ.get("MASTER_PORT", "29510"))
+    if ranks == 1:  # within one node (no mpirun): its own rendezvous, not the first node's
+        address, port = "127.0.0.1", _free_port()
     dist.init_process_group(
         "gloo", init_method=f"tcp://{address}:{port}", rank=rank, world_size=ranks
     )
