@@ -100,9 +100,9 @@ class NodeLaunch:
 def container_of(launch: NodeLaunch) -> tuple[str, str] | None:
     """(engine, container name) of a container launch (``runtimes.container.wrap``), else None."""
     runtime = launch.runtime or {}
-    if runtime.get("kind") != "container" or "--name" not in launch.argv:
+    if runtime.get("kind") != "container":
         return None
-    return runtime["engine"], launch.argv[launch.argv.index("--name") + 1]
+    return runtime["engine"], runtime["name"]
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -181,23 +181,17 @@ class ManagedProcess:
         """Poll the health URL until it answers 200; return seconds waited."""
         if self.launch.health_url is None:
             raise ValueError(f"{self.launch.role} launch has no health URL")
-        start = time.monotonic()
-        while True:
-            self.check_alive()
+        url = self.launch.health_url
+
+        def answers() -> bool:
             try:
-                with urllib.request.urlopen(self.launch.health_url, timeout=5) as response:
-                    if response.status == 200:
-                        return time.monotonic() - start
+                with urllib.request.urlopen(url, timeout=5) as response:
+                    return response.status == 200
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-                pass
-            if time.monotonic() - start > timeout_s:
-                self.stop()
-                raise LaunchError(
-                    f"{self.launch.framework} not healthy at {self.launch.health_url} after {timeout_s:.0f} s",
-                    self.exit_code(),
-                    self.log_tail(),
-                )
-            time.sleep(interval_s)
+                return False
+
+        failure = f"{self.launch.framework} not healthy at {url}"
+        return poll_until(self, answers, timeout_s, interval_s, failure)
 
     def wait(self, timeout_s: float) -> int:
         """Wait for a finite process (a trainer); kill it past the timeout."""
@@ -357,22 +351,39 @@ def flag_value(argv: list[str], flag: str) -> str:
 
 def _wait_listening(process: ManagedProcess, host: str, port: int, timeout_s: float) -> float:
     """Poll until ``host:port`` accepts a TCP connection (a Ray head's GCS); seconds waited."""
+
+    def listening() -> bool:
+        try:
+            with socket.create_connection((host, port), timeout=2):
+                return True
+        except OSError:
+            return False
+
+    failure = f"{process.launch.role} not listening on {host}:{port}"
+    return poll_until(process, listening, timeout_s, 0.5, failure)
+
+
+def poll_until(
+    process: ManagedProcess,
+    ready: Callable[[], bool],
+    timeout_s: float,
+    interval_s: float,
+    failure: str,
+) -> float:
+    """Seconds until ``ready()`` while ``process`` lives; past ``timeout_s`` the process is
+    stopped and ``LaunchError("<failure> after N s")`` carries its log tail. A process that
+    exits first raises ``ServerCrashed``."""
     start = time.monotonic()
     while True:
         process.check_alive()
-        try:
-            with socket.create_connection((host, port), timeout=2):
-                return time.monotonic() - start
-        except OSError:
-            pass
+        if ready():
+            return time.monotonic() - start
         if time.monotonic() - start > timeout_s:
             process.stop()
             raise LaunchError(
-                f"{process.launch.role} not listening on {host}:{port} after {timeout_s:.0f} s",
-                process.exit_code(),
-                process.log_tail(),
+                f"{failure} after {timeout_s:.0f} s", process.exit_code(), process.log_tail()
             )
-        time.sleep(0.5)
+        time.sleep(interval_s)
 
 
 def ignore_interrupts() -> None:

@@ -198,7 +198,7 @@ def node_platform_env(spec: PocSpec, run, nodes: Nodes, deployment: str) -> dict
     the framework's platform switches) from this run's bring-up facts, recorded with what
     each came from in ``cluster/platform_env.<deployment>.json``; ``nodes.node_env`` (given
     by the caller) wins. Without bring-up facts in the run (a stage run alone): none."""
-    from pocforge.runtimes.platform_env import PlatformEnvError, platform_env_provenance
+    from pocforge.runtimes.platform_env import PlatformEnvError, platform_env_provenance, values
 
     bringup = run.path / "bringup" / "result.json"
     if not bringup.is_file():
@@ -221,11 +221,10 @@ def node_platform_env(spec: PocSpec, run, nodes: Nodes, deployment: str) -> dict
     run.write_json(
         f"cluster/platform_env.{deployment}.json", {str(k): v for k, v in provenance.items()}
     )
-    derived = {
-        rank: {name: e["value"] for name, e in entries.items() if e["value"] is not None}
+    return {
+        rank: {**values(entries), **nodes.node_env.get(rank, {})}
         for rank, entries in provenance.items()
     }
-    return {rank: {**derived.get(rank, {}), **nodes.node_env.get(rank, {})} for rank in derived}
 
 
 def run_serving(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:

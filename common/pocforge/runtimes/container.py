@@ -75,7 +75,8 @@ def wrap(
 ) -> NodeLaunch:
     """``launch`` run in ``runtime``'s container; its environment goes in as ``--env``."""
     assert runtime.kind == "container" and runtime.image
-    argv = [runtime.engine, "run", "--rm", "--name", container_name(poc, launch)]
+    name = container_name(poc, launch)
+    argv = [runtime.engine, "run", "--rm", "--name", name]
     if runtime.vendor == "amd":
         argv += ROCM_FLAGS
     elif runtime.vendor == "nvidia":
@@ -113,6 +114,7 @@ def wrap(
         runtime={
             "kind": "container",
             "engine": runtime.engine,
+            "name": name,
             "image": runtime.image,
             "inner_argv": launch.argv,
             "env": env,

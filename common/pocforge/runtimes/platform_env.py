@@ -312,9 +312,12 @@ def node_env(
     provenance = node_env_provenance(
         spec, host_facts, host=host, address=address, deployment=deployment
     )
-    return {
-        name: entry["value"] for name, entry in provenance.items() if entry["value"] is not None
-    }
+    return values(provenance)
+
+
+def values(provenance: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The variables of one node's provenance that have a value (the environment to set)."""
+    return {name: e["value"] for name, e in provenance.items() if e["value"] is not None}
 
 
 def _facts_of(facts_by_host: dict[str, dict], host: str) -> dict:
@@ -356,7 +359,7 @@ def platform_env(
     ``pocforge.runtimes.plan.plan_deployment``. ``facts_by_host``: bring-up's facts per
     inventory host; ``addresses``: each host's inventory address (``ansible_host``)."""
     return {
-        rank: {name: e["value"] for name, e in entries.items() if e["value"] is not None}
+        rank: values(entries)
         for rank, entries in platform_env_provenance(
             spec,
             facts_by_host,
