@@ -1,7 +1,9 @@
 """Hardware facts: the one reader of ``devices.yaml``.
 
 Two tables, parsed once per process: ``gpus`` (one entry per GPU type, from the
-vendors' data sheets: memory, bandwidth, dense peaks, scale-up links) and
+vendors' data sheets: memory, bandwidth, dense peaks, scale-up links; the reference
+platform's topology and NICs; and the achievable fractions of those peaks that published
+measurements reach, the parallel-layout planner's defaults) and
 ``archs`` (one entry per GPU architecture the kernels ship configs for: warp
 size and the shared memory one program may allocate).  The kit's catalog
 (``pocforge.catalog``), the kernel roofline (:mod:`.bench.roofline`) and the
@@ -23,18 +25,28 @@ DEVICES_YAML = Path(__file__).resolve().with_name("devices.yaml")
 
 @dataclass(frozen=True)
 class Gpu:
-    """One GPU type's data-sheet facts (dense peaks, per GPU)."""
+    """One GPU type's data-sheet facts (dense peaks, per GPU), its reference platform, and
+    the fractions of the peaks that published measurements reach (see devices.yaml)."""
 
     name: str
     vendor: str  # "amd", "nvidia", or "none" (the CPU entry)
     arch: str  # an entry of archs(), or "cpu"
+    platform: str  # the reference platform the topology and NIC facts describe
     hbm_gb: float
     hbm_tbs: float  # peak memory bandwidth, TB/s
     bf16_tflops: float
     fp8_tflops: float
+    fp4_tflops: float  # dense FP4 matrix peak; 0 without FP4 matrix units
     link_gbs: float  # GPU-GPU scale-up bandwidth per GPU, one direction, GB/s
+    topology: str  # "mesh" (full xGMI mesh), "switch" (NVSwitch), or "none" (the CPU entry)
+    gpus_per_node: int  # the reference platform's scale-up domain
+    nic_gbs: float  # scale-out bandwidth per GPU on that platform, one direction, GB/s
     fp8_format: str
-    source: str
+    matrix_eff: float  # achievable fraction of the dense matrix peak (large BF16 GEMM)
+    hbm_eff: float  # achievable fraction of hbm_tbs (BabelStream Triad)
+    link_eff: float  # 8-GPU all-reduce busbw over link_gbs (ring algorithm)
+    source: str  # where the peaks come from
+    eff_source: str  # where the three fractions come from
 
     @property
     def is_gpu(self) -> bool:

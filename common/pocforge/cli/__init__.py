@@ -11,6 +11,7 @@ from pocforge import __version__
 # Modules that add commands to ``main``; each defines ``register(main)``.
 _VERB_MODULES = [
     "pocforge.cli.spec",
+    "pocforge.cli.plan",
     "pocforge.cli.launch",
     "pocforge.cli.run",
     "pocforge.cli.patch",

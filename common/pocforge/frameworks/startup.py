@@ -30,8 +30,9 @@ from pathlib import Path
 
 from pocforge.catalog import ModelFacts, gpu
 from pocforge.frameworks.base import model_path
+from pocforge.plan import Shape, ShapeError
 from pocforge.spec import PocSpec
-from pocforge.spec.rules import facts_of  # the facts the rules judge the spec by
+from pocforge.spec.planning import facts_of  # the facts the rules judge the spec by
 
 LOAD_GBPS = 1.0
 COMPILE_S = 300.0
@@ -57,33 +58,14 @@ WEIGHT_FILES = ("*.safetensors", "*.bin", "*.pt", "*.pth")
 
 
 def estimate_parameters(facts: ModelFacts) -> int | None:
-    """Parameters of a decoder-only transformer from its facts (None without layers,
-    hidden and vocab): untied embedding and LM head, attention (GQA, or MLA's low-rank
-    projections), a gated MLP or ``experts`` gated experts and a router per layer, norms.
-
-    Exact for Llama (the kit's tiny model: 721,536); within a few percent for MoE models
-    whose first dense layers and shared experts the facts do not describe (DeepSeek-V3:
-    696 B against 671 B)."""
-    d, layers, vocab = facts.hidden, facts.layers, facts.vocab
-    if d is None or layers is None or vocab is None:
+    """Parameters of a decoder-only transformer from its facts, by the planner's count
+    (:class:`pocforge.plan.Shape`: attention, dense and expert MLPs, shared experts,
+    embedding and head); None when the facts cannot size it. Exact for Llama (the kit's
+    tiny model: 721,536)."""
+    try:
+        return Shape(facts).params
+    except ShapeError:
         return None
-    heads = facts.heads or 1
-    head_dim = d // heads
-    if facts.is_mla:
-        rope, latent = facts.qk_rope_head_dim or 0, facts.kv_lora_rank or 0
-        q_out = heads * (head_dim + rope)
-        q = d * facts.q_lora_rank + facts.q_lora_rank * q_out if facts.q_lora_rank else d * q_out
-        attention = q + d * (latent + rope) + latent * heads * 2 * head_dim + heads * head_dim * d
-    else:
-        kv_heads = facts.kv_heads or heads
-        attention = 2 * d * heads * head_dim + 2 * d * kv_heads * head_dim
-    if facts.is_moe:
-        width = facts.moe_intermediate or facts.intermediate or 4 * d
-        mlp = facts.experts * 3 * d * width + d * facts.experts
-    else:
-        mlp = 3 * d * (facts.intermediate or 4 * d)
-    norms = 2 * d  # the two RMSNorm weights of a layer
-    return 2 * vocab * d + layers * (attention + mlp + norms) + d
 
 
 def weights_bytes(spec: PocSpec, dtype: str | None = None) -> float | None:

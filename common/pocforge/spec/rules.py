@@ -10,8 +10,9 @@ import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from pocforge.catalog import ModelFacts, gpu, model_facts
+from pocforge.catalog import gpu
 from pocforge.metrics import STATISTICS, judgeable, metric
+from pocforge.spec.planning import facts_of, serving_model, shape_of, workload_points
 from pocforge.spec.quantization import quantization_problem
 from pocforge.spec.schema import PocSpec
 from pocforge_kernels.integrations.support import serving_problem
@@ -20,14 +21,6 @@ Finding = tuple[tuple[str | int, ...], str]
 Rule = Callable[[PocSpec], Iterator[Finding]]
 
 COLLECTIVES = ("all_reduce", "all_gather", "alltoall", "reduce_scatter")
-
-
-def facts_of(spec: PocSpec) -> ModelFacts:
-    """The model's facts: its local config.json (if any), the tiny builder's arch, overrides."""
-    facts = model_facts(spec.model.id, spec.source_dir, spec.model.facts)
-    if facts.experts is None and spec.model.tiny is not None:
-        facts = facts.model_copy(update={"experts": 8 if spec.model.tiny.arch == "qwen-moe" else 0})
-    return facts
 
 
 def serving_fits_cluster(spec: PocSpec) -> Iterator[Finding]:
@@ -296,8 +289,40 @@ def _metric_problem(section: str, rest: list[str], spec: PocSpec) -> str | None:
     return None
 
 
+def serving_fits_memory(spec: PocSpec) -> Iterator[Finding]:
+    """The layout holds the weights, the engine's activations and workspace, and the KV
+    cache of one request at the longest ISL + OSL a workload sends (the planner's memory
+    model, :mod:`pocforge.plan.memory`); skipped when the model's facts cannot size it."""
+    if spec.serving is None or spec.model.tiny is not None:
+        return
+    shape = shape_of(spec)
+    if shape is None:
+        return
+    model = serving_model(spec, shape)
+    memory = model.memory
+    for n, workload in enumerate(spec.serving.workloads):
+        longest = workload_points(spec, workload).longest
+        if memory.requests(longest) >= 1:
+            continue
+        par = spec.serving.parallelism
+        gb = 1e9
+        yield (
+            ("serving", "workloads", n),
+            f"{spec.model.id} in {model.precision} on {par.tp * par.pp} {spec.cluster.gpu} per "
+            f"replica (tp {par.tp}, pp {par.pp}) does not fit: {memory.weights / gb:.1f} GB of "
+            f"weights + {memory.activations / gb:.1f} GB activations + "
+            f"{memory.workspace / gb:.1f} GB workspace per GPU leave "
+            f"{max(memory.kv_budget, 0) / gb:.2f} GB of {memory.capacity / gb:.1f} GB for the KV "
+            f"cache, and one request of {longest} tokens needs "
+            f"{memory.kv_per_token * longest / gb:.2f} GB; raise tp or pp, quantize, or shorten "
+            "the workload (`pocforge plan` ranks the layouts that fit)",
+        )
+        return
+
+
 RULES: list[Rule] = [
     serving_fits_cluster,
+    serving_fits_memory,
     expert_parallel_needs_moe,
     dp_attention_needs_moe,
     serving_kernels_run,

@@ -1,0 +1,381 @@
+"""``pocforge plan POC`` (ranked layouts for a POC's cluster) and ``pocforge plan predict``
+(one point, no POC file: scriptable, for replaying published results)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from pocforge.cli.common import fail
+
+console = Console()
+if not console.is_terminal:
+    console = Console(width=200)
+
+
+class _PlanGroup(click.Group):
+    """``plan POC`` is ``plan poc POC``: a first argument that is no subcommand is a POC."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["poc", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group("plan", cls=_PlanGroup)
+def plan_group() -> None:
+    """Plan the layout: memory fit, predicted performance, ranked layouts.
+
+    \b
+    pocforge plan POC [--gpus N] [--top K] [--json FILE]
+    pocforge plan predict --model llama-3.1-70b --gpu MI300X --tp 8 --isl 1024 --osl 1024 ...
+    """
+
+
+@plan_group.command("poc")
+@click.argument("poc")
+@click.option(
+    "--gpus", type=click.IntRange(min=1), help="Plan for this many GPUs (default: the cluster's)."
+)
+@click.option(
+    "--top", type=click.IntRange(min=1), default=5, show_default=True, help="Layouts to show."
+)
+@click.option(
+    "--json",
+    "json_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the plan here.",
+)
+def plan_poc_cmd(poc: str, gpus: int | None, top: int, json_file: Path | None) -> None:
+    """Rank every layout of POC's cluster by throughput per GPU at its SLOs."""
+    from pocforge.runner.plan import PlanError, plan_document
+    from pocforge.spec import SpecError, load_poc
+
+    try:
+        spec = load_poc(poc)
+        doc = plan_document(spec, gpus, top)
+    except (SpecError, PlanError) as exc:
+        fail(str(exc))
+    _print_plan(doc)
+    if json_file is not None:
+        json_file.parent.mkdir(parents=True, exist_ok=True)
+        json_file.write_text(json.dumps(doc, indent=2) + "\n")
+        console.print(f"plan: {json_file}")
+
+
+def _print_plan(doc: dict) -> None:
+    console.print(
+        f"[bold]{doc['model']}[/] ({_count(doc['params'])} parameters, "
+        f"{_count(doc['active_params'])} active) on {doc['gpus']} × {doc['gpu']}"
+    )
+    serving = doc.get("serving")
+    if serving:
+        mem = serving["memory"]
+        console.print(
+            f"serving ({serving['framework']}, {serving['precision']}, the spec's layout "
+            f"{serving['layout']}): weights {mem['weights_gb']} GB, KV cache {mem['kv_cache_gb']} GB "
+            f"per GPU = {mem['kv_tokens']} tokens"
+        )
+        for w in serving["workloads"]:
+            own = Table(
+                "concurrency",
+                "fits",
+                "TTFT ms",
+                "TPOT ms",
+                "out tok/s/GPU",
+                box=None,
+                title=f"{w['name']}: the spec's layout, predicted",
+            )
+            for p in w["points"]:
+                own.add_row(
+                    str(p["concurrency"]),
+                    "yes" if p["fits"] else "[red]no[/]",
+                    f"{p['ttft_ms']:.1f}",
+                    f"{p['tpot_ms']:.2f}",
+                    f"{p['output_tput_per_gpu']:.1f}",
+                )
+            console.print(own)
+            ranked = Table(
+                "layout",
+                "replicas",
+                "concurrency",
+                "headroom",
+                "TTFT ms",
+                "TPOT ms",
+                "out tok/s/GPU",
+                box=None,
+                title=f"{w['name']}: ISL {w['isl']} OSL {w['osl']}, layouts ranked",
+            )
+            for c in w["ranked"]:
+                p = c["prediction"]
+                free = p["memory"]["kv_cache_gb"] / max(p["memory"]["capacity_gb"], 1e-9)
+                ranked.add_row(
+                    c["layout"],
+                    str(c["replicas"]),
+                    str(c["concurrency"]),
+                    f"{free:.0%}",
+                    f"{p['ttft_ms']:.1f}",
+                    f"{p['tpot_ms']:.2f}",
+                    f"{c['score']:.1f}",
+                )
+            console.print(ranked)
+            for c in w["rejected"][:8]:
+                console.print(f"  [dim]rejected {c['layout']}: {c['rejected']}[/]")
+            if len(w["rejected"]) > 8:
+                console.print(
+                    f"  [dim]… {len(w['rejected']) - 8} more rejected (--json for all)[/]"
+                )
+            if w["launch"]:
+                console.print(f"launch of the best layout: [cyan]{w['launch'][-1]}[/]")
+    training = doc.get("training")
+    if training:
+        p = training["prediction"]
+        console.print(
+            f"training ({training['framework']}, {training['precision']}, seq {training['seq_len']}, "
+            f"global batch {training['global_batch']}), the spec's layout {p['layout']}: "
+            f"{p['tokens_per_s_per_gpu']:.1f} tokens/s/GPU, {p['tflops_per_gpu']:.2f} TFLOP/s/GPU, "
+            f"MFU {p['mfu']:.1%}" + ("" if p["fits"] else f" — [red]does not fit[/]: {p['why']}")
+        )
+        ranked = Table(
+            "layout",
+            "tokens/s/GPU",
+            "TFLOP/s/GPU",
+            "MFU",
+            "states GB",
+            "activations GB",
+            box=None,
+            title="training layouts ranked",
+        )
+        for c in training["ranked"]:
+            q = c["prediction"]
+            ranked.add_row(
+                c["layout"],
+                f"{q['tokens_per_s_per_gpu']:.1f}",
+                f"{q['tflops_per_gpu']:.1f}",
+                f"{q['mfu']:.1%}",
+                str(q["memory"]["model_states_gb"]),
+                str(q["memory"]["activations_gb"]),
+            )
+        console.print(ranked)
+
+
+def _count(n: float) -> str:
+    for unit, size in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return str(int(n))
+
+
+# --------------------------------------------------------------------------- predict
+def resolve_model(value: str):
+    """Facts for ``--model``: a catalog name or Hugging Face id, a model folder or its
+    ``config.json``, or a facts file (YAML/JSON of ModelFacts fields)."""
+    from pydantic import ValidationError
+
+    from pocforge.catalog import ModelFacts, catalog_entry
+    from pocforge.catalog.model_facts import facts_from_config
+
+    path = Path(value)
+    if path.is_dir() and (path / "config.json").is_file():
+        path = path / "config.json"
+    if path.is_file():
+        try:
+            data = yaml.safe_load(path.read_text())
+        except (OSError, yaml.YAMLError) as exc:
+            raise click.BadParameter(f"{path}: not readable as JSON or YAML ({exc})") from None
+        if not isinstance(data, dict):
+            raise click.BadParameter(f"{path}: expected a mapping of model facts")
+        if path.name == "config.json" or "num_hidden_layers" in data:
+            return facts_from_config(data)
+        try:
+            return ModelFacts(**data)
+        except ValidationError as exc:
+            raise click.BadParameter(f"{path}: not model facts: {exc.errors()[0]['msg']}") from None
+    try:
+        return catalog_entry(value)
+    except KeyError as exc:
+        raise click.BadParameter(str(exc.args[0])) from None
+
+
+@plan_group.command("predict")
+@click.option(
+    "--model",
+    "model_name",
+    required=True,
+    help="Catalog name, Hugging Face id, model folder, config.json or facts file.",
+)
+@click.option("--gpu", "gpu_name", required=True, help="GPU type (the catalog's names).")
+@click.option("--gpus", type=click.IntRange(min=1), help="GPUs in all (default: the layout's).")
+@click.option(
+    "--gpus-per-node", type=click.IntRange(min=1), help="Default: the GPU's reference platform."
+)
+@click.option(
+    "--kind", type=click.Choice(["serving", "training"]), default="serving", show_default=True
+)
+@click.option(
+    "--framework", type=click.Choice(["vllm", "sglang", "trtllm", "megatron", "deepspeed"])
+)
+@click.option("--tp", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--pp", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--dp", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--ep", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--cp", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--dp-attention", is_flag=True, help="SGLang's DP attention (dp groups inside tp).")
+@click.option(
+    "--precision",
+    type=click.Choice(["fp32", "bf16", "fp8", "fp4"]),
+    default="bf16",
+    show_default=True,
+)
+@click.option(
+    "--kv-dtype",
+    type=click.Choice(["fp32", "bf16", "fp8"]),
+    help="Default: fp8 with --precision fp8/fp4, else bf16.",
+)
+@click.option("--isl", type=click.IntRange(min=1), default=1024, show_default=True)
+@click.option("--osl", type=click.IntRange(min=1), default=1024, show_default=True)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=64,
+    show_default=True,
+    help="Clients in flight over all GPUs.",
+)
+@click.option("--seq-len", type=click.IntRange(min=1), default=4096, show_default=True)
+@click.option(
+    "--global-batch",
+    type=click.IntRange(min=1),
+    help="Sequences per step (default: dp × micro-batch).",
+)
+@click.option("--micro-batch", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option(
+    "--zero",
+    type=click.IntRange(0, 3),
+    default=None,
+    help="DeepSpeed ZeRO stage (Megatron: its distributed optimizer is 1).",
+)
+@click.option(
+    "--recompute",
+    type=click.Choice(["none", "selective", "full"]),
+    default="none",
+    show_default=True,
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the prediction as JSON.")
+def predict_cmd(
+    model_name,
+    gpu_name,
+    gpus,
+    gpus_per_node,
+    kind,
+    framework,
+    tp,
+    pp,
+    dp,
+    ep,
+    cp,
+    dp_attention,
+    precision,
+    kv_dtype,
+    isl,
+    osl,
+    concurrency,
+    seq_len,
+    global_batch,
+    micro_batch,
+    zero,
+    recompute,
+    as_json,
+) -> None:
+    """Predict one serving or training point."""
+    from pocforge.plan import (
+        Device,
+        Layout,
+        Serving,
+        ServingPoint,
+        Shape,
+        ShapeError,
+        Training,
+        TrainingPoint,
+    )
+
+    facts = resolve_model(model_name)
+    try:
+        device = Device.of(gpu_name, gpus_per_node)
+    except KeyError as exc:
+        fail(f"--gpu: {exc.args[0]}")
+    try:
+        shape = Shape(facts)
+    except ShapeError as exc:
+        fail(f"--model {model_name}: {exc}; give a facts file with them")
+    framework = framework or ("vllm" if kind == "serving" else "megatron")
+    layout = Layout(
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        ep=ep,
+        cp=cp,
+        dp_attention=dp_attention,
+        zero=zero if zero is not None else (1 if framework == "megatron" else 0),
+        micro_batch=micro_batch,
+        recompute=recompute,
+    )
+    total = gpus or layout.gpus
+    if total % layout.gpus:
+        fail(
+            f"--gpus {total} is not a multiple of the layout's {layout.gpus} GPUs ({layout.label()})"
+        )
+    replicas = total // layout.gpus
+    if kind == "serving":
+        if framework in ("megatron", "deepspeed"):
+            fail(f"--framework {framework} trains; serving takes vllm, sglang or trtllm")
+        kv = kv_dtype or ("fp8" if precision in ("fp8", "fp4") else "bf16")
+        model = Serving(shape, layout, device, framework, precision, kv)
+        per_replica = max(1, concurrency // replicas)
+        out = model.predict(ServingPoint(isl, osl, per_replica)).as_dict()
+        out |= {
+            "kind": "serving",
+            "model": model_name,
+            "gpu": gpu_name,
+            "gpus": total,
+            "replicas": replicas,
+            "concurrency": concurrency,
+        }
+        keys = ("output_tput_per_gpu", "ttft_ms", "tpot_ms", "fits")
+    else:
+        if framework not in ("megatron", "deepspeed"):
+            fail(f"--framework {framework} serves; training takes megatron or deepspeed")
+        batch = global_batch or layout.dp * micro_batch
+        out = (
+            Training(shape, layout, device, framework, precision)
+            .predict(TrainingPoint(seq_len, batch))
+            .as_dict()
+        )
+        out |= {
+            "kind": "training",
+            "model": model_name,
+            "gpu": gpu_name,
+            "gpus": total,
+            "global_batch": batch,
+            "seq_len": seq_len,
+        }
+        keys = ("tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "fits")
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+        return
+    table = Table("", out["layout"], box=None)
+    for key in keys:
+        table.add_row(key, str(out[key]))
+    for key, value in out["memory"].items():
+        table.add_row(f"memory.{key}", str(value))
+    console.print(table)
+    if out.get("why"):
+        console.print(f"[red]does not fit[/]: {out['why']}")
+
+
+def register(main: click.Group) -> None:
+    main.add_command(plan_group)

@@ -1,0 +1,149 @@
+"""A POC's plan: the planner over its spec, the ranked layouts, the predictions for every
+sweep point and the training run, and the chosen layout's launch through the framework's
+own adapter. ``pocforge plan POC`` prints it; ``pocforge run`` writes it into the run as
+``plan.json``, where the dashboard sets it beside what was measured.
+
+It lives above the frameworks (not in :mod:`pocforge.plan`, which knows no spec) because
+the launch of the chosen layout is the adapter's."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+from pocforge.plan import ServingPoint, search_serving, search_training
+from pocforge.plan.hardware import CALIBRATION
+from pocforge.plan.serving import ASSUMPTIONS as SERVING_ASSUMPTIONS
+from pocforge.plan.training import ASSUMPTIONS as TRAINING_ASSUMPTIONS
+from pocforge.spec import PocSpec
+from pocforge.spec.planning import (
+    device_of,
+    facts_of,
+    serving_layout,
+    serving_model,
+    shape_of,
+    training_model,
+    workload_points,
+)
+
+SCHEMA = "pocforge-plan/1"
+
+
+class PlanError(ValueError):
+    """The spec cannot be planned (one clear line naming the field to fix)."""
+
+
+def plan_document(spec: PocSpec, gpus: int | None = None, top: int = 5) -> dict:
+    """The plan of ``spec`` over ``gpus`` GPUs (default: its cluster's)."""
+    shape = shape_of(spec)
+    if shape is None:
+        raise PlanError(
+            f"{spec.source_file}: model.id {spec.model.id!r}: its architecture is not known "
+            "(no config.json there, not in the catalog: `pocforge plan predict --model list`); "
+            "add model.facts (layers, hidden, heads, kv_heads, intermediate, vocab)"
+        )
+    total = gpus or spec.cluster.total_gpus
+    device = device_of(spec)
+    doc: dict = {
+        "schema": SCHEMA,
+        "model": spec.model.id,
+        "gpu": spec.cluster.gpu,
+        "gpus": total,
+        "params": shape.params,
+        "active_params": shape.active_params,
+        "facts": facts_of(spec).model_dump(exclude_none=True),
+        "calibration": CALIBRATION.name,
+    }
+    if spec.serving is not None:
+        doc["serving"] = _serving(spec, shape, device, total, top)
+    if spec.training is not None:
+        doc["training"] = _training(spec, shape, device, total, top, gpus)
+    return doc
+
+
+def _serving(spec: PocSpec, shape, device, total: int, top: int) -> dict:
+    serving = spec.serving
+    assert serving is not None
+    own = serving_model(spec, shape)
+    workloads = []
+    for workload in serving.workloads:
+        wp = workload_points(spec, workload)
+        points = [{"concurrency": p.concurrency, **own.predict(p).as_dict()} for p in wp.points]
+        widest = max(wp.points, key=lambda p: p.concurrency)
+        found = search_serving(
+            shape,
+            device,
+            total,
+            ServingPoint(widest.isl, widest.osl, widest.concurrency),
+            serving.framework,
+            own.precision,
+            own.kv_dtype,
+            wp.slos,
+            own.memory_fraction,
+        )
+        workloads.append(
+            {
+                "name": wp.name,
+                "isl": widest.isl,
+                "osl": widest.osl,
+                "slos": asdict(wp.slos),
+                "points": points,
+                "ranked": [c.as_dict() for c in found.ranked[:top]],
+                "rejected": [c.as_dict() for c in found.rejected],
+                "launch": _launch(spec, found.best.layout) if found.best else None,
+            }
+        )
+    layout = serving_layout(spec)
+    return {
+        "framework": serving.framework,
+        "precision": own.precision,
+        "kv_dtype": own.kv_dtype,
+        "layout": layout.label(),
+        "memory": own.memory.as_dict(),
+        "workloads": workloads,
+        "assumptions": list(SERVING_ASSUMPTIONS),
+    }
+
+
+def _training(spec: PocSpec, shape, device, total: int, top: int, gpus_given: int | None) -> dict:
+    model, point = training_model(spec, shape)
+    world = model.layout.gpus if gpus_given is None else total
+    found = search_training(shape, device, world, point, model.framework, model.precision)
+    return {
+        "framework": model.framework,
+        "precision": model.precision,
+        "seq_len": point.seq_len,
+        "global_batch": point.global_batch,
+        "prediction": model.predict(point).as_dict(),
+        "ranked": [c.as_dict() for c in found.ranked[:top]],
+        "rejected": [c.as_dict() for c in found.rejected[:top]],
+        "assumptions": list(TRAINING_ASSUMPTIONS),
+    }
+
+
+def _launch(spec: PocSpec, layout) -> list[str] | None:
+    """The first node's launch of ``spec`` with ``layout`` as its parallelism, from the
+    framework's adapter (None when the layout needs more than this spec's nodes, or the
+    adapter refuses it: the plan still ranks it)."""
+    from pocforge.frameworks import ADAPTERS, LaunchContext
+    from pocforge.paths import workspace_root
+
+    serving = spec.serving
+    assert serving is not None
+    par = serving.parallelism.model_copy(
+        update={
+            "tp": layout.tp,
+            "pp": layout.pp,
+            "dp": layout.dp,
+            "ep": layout.ep,
+            "dp_attention": layout.dp_attention,
+        }
+    )
+    variant = spec.model_copy(
+        update={"serving": serving.model_copy(update={"parallelism": par})}, deep=False
+    )
+    try:
+        launches = ADAPTERS[serving.framework].plan(variant, LaunchContext.local(workspace_root()))
+    except (ValueError, KeyError, RuntimeError):
+        return None
+    server = [one for one in launches if one.node_rank == 0]
+    return [one.command() for one in server] or None
