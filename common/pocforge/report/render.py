@@ -17,7 +17,8 @@ from typing import Any
 
 import jinja2
 
-from pocforge.report import charts
+from pocforge.report import charts, planner
+from pocforge.report.planner import read_plan
 from pocforge.results.compare import (
     CompetitorComparison,
     Cost,
@@ -236,6 +237,12 @@ def build(
         )
         sections.append(sec)
 
+    plan = read_plan(run_path)
+    if plan is not None:
+        gpus_of = {row["workload"]: row["gpus"] for row in serving_rows}
+        planned = planner.compare(plan, data, gpus_of)
+        if planned["rows"]:
+            sections.append(Section("planner", "Planner: predicted vs measured", body=planned))
     if data.training is not None:
         sections.append(
             Section(

@@ -125,6 +125,8 @@ def run_poc(
         run.resume()
     else:
         run = store.create(spec, run_id=run_id)
+    if not (run.path / "plan.json").exists():
+        _write_plan(spec, run, say)
     if remote and nodes is None:
         nodes = Nodes.from_spec(spec, run.path)
     wanted = [s for s in order if (only is None or s in only) and wants(spec, s, remote)]
@@ -162,6 +164,22 @@ def run_poc(
         signal.signal(signal.SIGTERM, previous)
     _report(run, wanted, say)
     return run
+
+
+def _write_plan(spec: PocSpec, run: Run, say: Say) -> None:
+    """The planner's prediction for the spec's layout, before anything is measured
+    (``plan.json``; the dashboard sets it beside the measurements). A spec the planner
+    cannot size runs all the same."""
+    from pocforge.runner.plan import PlanError, plan_document
+
+    try:
+        run.write_json("plan.json", plan_document(spec))
+    except PlanError as exc:
+        say(f"plan: none ({exc})")
+    except Exception as exc:  # the prediction is an aid: it must never stop a run
+        say(f"plan: none ({type(exc).__name__}: {exc})")
+    else:
+        say(f"plan: {run.path / 'plan.json'}")
 
 
 def _report(run: Run, wanted: list[str], say: Say) -> None:
