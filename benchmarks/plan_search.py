@@ -17,8 +17,8 @@ from rich.table import Table
 from pocforge.catalog import catalog_entry
 from pocforge.plan import (
     Device,
-    Shape,
     ServingPoint,
+    Shape,
     TrainingPoint,
     search_serving,
     search_training,
