@@ -110,6 +110,15 @@ def test_run_serves_trains_reports_and_judges(tmp_path):
     training = json.loads((run / "training" / "summary.json").read_text())
     assert training["world_size"] == 2 and len(training["loss_curve"]) == 3
     assert (run / "dashboard.html").stat().st_size > 100_000  # plotly inlined: works offline
+    # the planner closes the loop on this machine: its CPU entry predicted every sweep point
+    # and the training run before they ran, and the dashboard reports its error (not that
+    # the error is small: a 2-layer model on 2 cores is host-bound)
+    plan = json.loads((run / "plan.json").read_text())
+    points = plan["serving"]["workloads"][0]["points"]
+    assert [p["concurrency"] for p in points] == [1, 2] and all(p["fits"] for p in points)
+    assert plan["training"]["prediction"]["tokens_per_s_per_gpu"] > 0
+    html = (run / "dashboard.html").read_text()
+    assert "Planner: predicted vs measured" in html and "Median absolute throughput error" in html
 
     verify = subprocess.run(
         [POCFORGE, "results", "verify", str(run)], cwd=root, capture_output=True, text=True

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pocforge.catalog import ModelFacts, model_facts
+from pocforge.catalog.model_facts import facts_from_config
 from pocforge.plan import (
     Device,
     Layout,
@@ -19,6 +20,7 @@ from pocforge.plan import (
     TrainingPoint,
 )
 from pocforge.spec.schema import Lengths, PocSpec, ServingSpec, Workload
+from pocforge.tiny_model.make import planned_config
 
 # model.quantization -> the planner's weight format (int8/AWQ/GPTQ: their weight bytes)
 _QUANTIZED = {
@@ -36,6 +38,9 @@ def facts_of(spec: PocSpec) -> ModelFacts:
     """The model's facts: its local config.json (if any), the shipped catalog, the tiny
     builder's arch, overrides."""
     facts = model_facts(spec.model.id, spec.source_dir, spec.model.facts)
+    if facts.layers is None and spec.model.tiny is not None:  # not built yet
+        planned = facts_from_config(planned_config(spec.model.tiny.arch))
+        facts = planned.model_copy(update=facts.model_dump(exclude_none=True))
     if facts.experts is None and spec.model.tiny is not None:
         facts = facts.model_copy(update={"experts": 8 if spec.model.tiny.arch == "qwen-moe" else 0})
     return facts

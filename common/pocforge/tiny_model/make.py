@@ -182,6 +182,16 @@ def _weights(spec: TinySpec, vocab: int) -> dict[str, np.ndarray]:
     return out
 
 
+def planned_config(arch: str = "llama") -> dict:
+    """The ``config.json`` :func:`make_tiny` writes for ``arch``, before it is built (the
+    planner sizes the model from it), with the vocabulary at its target size: the trained
+    tokenizer's exact size is known only once built (within 64 of it)."""
+    if arch not in ARCHS:
+        raise TinyModelError(f"unknown arch {arch!r}; choose one of {', '.join(ARCHS)}")
+    spec = TinySpec(arch=arch)  # type: ignore[arg-type]
+    return _config(spec, spec.vocab_target, 0)
+
+
 def make_tiny(out_dir: str | Path, arch: str = "llama", seed: int = 0, **overrides) -> Path:
     """Write a tiny ``arch`` model folder to ``out_dir`` and return its path.
 
