@@ -162,6 +162,8 @@ def _print_plan(doc: dict) -> None:
                 str(q["memory"]["activations_gb"]),
             )
         console.print(ranked)
+        if training.get("launch"):
+            console.print(f"launch of the best layout: [cyan]{training['launch'][-1]}[/]")
 
 
 def _count(n: float) -> str:
@@ -375,6 +377,99 @@ def predict_cmd(
     console.print(table)
     if out.get("why"):
         console.print(f"[red]does not fit[/]: {out['why']}")
+
+
+@plan_group.command("disagg")
+@click.option(
+    "--model",
+    "model_name",
+    required=True,
+    help="Catalog name, Hugging Face id, model folder, config.json or facts file.",
+)
+@click.option("--gpu", "gpu_name", required=True, help="GPU type (the catalog's names).")
+@click.option(
+    "--framework",
+    type=click.Choice(["vllm", "sglang", "trtllm"]),
+    default="sglang",
+    show_default=True,
+)
+@click.option(
+    "--precision", type=click.Choice(["bf16", "fp8", "fp4"]), default="fp8", show_default=True
+)
+@click.option("--prefill-tp", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option("--prefill-ep", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--decode-tp", type=click.IntRange(min=1), default=8, show_default=True)
+@click.option(
+    "--decode-dp",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Decode DP (attention groups inside tp with --decode-dp-attention).",
+)
+@click.option("--decode-ep", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option("--decode-dp-attention", is_flag=True)
+@click.option("--isl", type=click.IntRange(min=1), default=4096, show_default=True)
+@click.option("--osl", type=click.IntRange(min=1), default=1024, show_default=True)
+@click.option(
+    "--ttft-ms", type=click.FloatRange(min=0, min_open=True), required=True, help="TTFT SLO (p50)."
+)
+@click.option(
+    "--tpot-ms", type=click.FloatRange(min=0, min_open=True), required=True, help="TPOT SLO (p50)."
+)
+@click.option("--json", "as_json", is_flag=True)
+def disagg_cmd(
+    model_name,
+    gpu_name,
+    framework,
+    precision,
+    prefill_tp,
+    prefill_ep,
+    decode_tp,
+    decode_dp,
+    decode_ep,
+    decode_dp_attention,
+    isl,
+    osl,
+    ttft_ms,
+    tpot_ms,
+    as_json,
+) -> None:
+    """The prefill:decode split that meets a TTFT and a TPOT SLO at the fewest GPUs."""
+    from pocforge.plan import Device, Layout, Serving, Shape, ShapeError, plan_disaggregated
+
+    facts = resolve_model(model_name)
+    try:
+        device = Device.of(gpu_name)
+        shape = Shape(facts)
+    except KeyError as exc:
+        fail(f"--gpu: {exc.args[0]}")
+    except ShapeError as exc:
+        fail(f"--model {model_name}: {exc}; give a facts file with them")
+    kv = "fp8" if precision in ("fp8", "fp4") else "bf16"
+    prefill = Serving(shape, Layout(tp=prefill_tp, ep=prefill_ep), device, framework, precision, kv)
+    decode_layout = Layout(
+        tp=decode_tp, dp=decode_dp, ep=decode_ep, dp_attention=decode_dp_attention
+    )
+    decode = Serving(shape, decode_layout, device, framework, precision, kv)
+    out = plan_disaggregated(prefill, decode, isl, osl, ttft_ms, tpot_ms).as_dict()
+    out |= {
+        "prefill_layout": prefill.layout.label(),
+        "decode_layout": decode_layout.label(),
+        "prefill_gpus": prefill.layout.gpus,
+        "decode_gpus": decode_layout.gpus,
+    }
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+        return
+    if out["why"]:
+        fail(f"no split meets the SLOs: {out['why']}", code=1)
+    console.print(
+        f"{out['prefill_instances']} prefill ({out['prefill_layout']}) : {out['decode_instances']} "
+        f"decode ({out['decode_layout']}) = {out['gpus']} GPUs; {out['output_tput_per_gpu']:.1f} "
+        f"output tok/s/GPU; TTFT {out['ttft_ms']:.0f} ms, TPOT {out['tpot_ms']:.1f} ms "
+        f"(decode batch {out['decode_batch']}); KV per request {out['kv_bytes_per_request'] / 1e6:.1f} MB "
+        f"in {out['kv_transfer_ms']:.2f} ms"
+    )
 
 
 def register(main: click.Group) -> None:

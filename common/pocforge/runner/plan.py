@@ -14,6 +14,8 @@ from pocforge.plan import ServingPoint, search_serving, search_training
 from pocforge.plan.hardware import CALIBRATION
 from pocforge.plan.serving import ASSUMPTIONS as SERVING_ASSUMPTIONS
 from pocforge.plan.training import ASSUMPTIONS as TRAINING_ASSUMPTIONS
+from pocforge.runtimes import RuntimeSpecError
+from pocforge.runtimes.plan import plan_deployment
 from pocforge.spec import PocSpec
 from pocforge.spec.planning import (
     device_of,
@@ -116,15 +118,40 @@ def _training(spec: PocSpec, shape, device, total: int, top: int, gpus_given: in
         "prediction": model.predict(point).as_dict(),
         "ranked": [c.as_dict() for c in found.ranked[:top]],
         "rejected": [c.as_dict() for c in found.rejected[:top]],
+        "launch": _training_launch(spec, found.best.layout, point.global_batch)
+        if found.best
+        else None,
         "assumptions": list(TRAINING_ASSUMPTIONS),
     }
+
+
+def _training_launch(spec: PocSpec, layout, global_batch: int) -> list[str] | None:
+    """The first node's training launch with ``layout``'s ZeRO stage and micro-batch (the
+    global batch kept through gradient accumulation), from the DeepSpeed adapter."""
+    from pocforge.frameworks import LaunchContext
+    from pocforge.paths import workspace_root
+
+    training = spec.training
+    assert training is not None
+    if layout.tp * layout.pp * layout.cp > 1:
+        return None  # a Megatron layout: DeepSpeed runs data parallel only
+    accum = max(1, global_batch // (layout.dp * layout.micro_batch))
+    changed = training.model_copy(
+        update={"zero_stage": layout.zero, "micro_batch": layout.micro_batch, "grad_accum": accum}
+    )
+    variant = spec.model_copy(update={"training": changed}, deep=False)
+    try:
+        launches = plan_deployment(variant, "training", LaunchContext.local(workspace_root()))
+    except (ValueError, KeyError, RuntimeError, RuntimeSpecError):
+        return None
+    return [one.command() for one in launches if one.node_rank == 0][:1] or None
 
 
 def _launch(spec: PocSpec, layout) -> list[str] | None:
     """The first node's launch of ``spec`` with ``layout`` as its parallelism, from the
     framework's adapter (None when the layout needs more than this spec's nodes, or the
     adapter refuses it: the plan still ranks it)."""
-    from pocforge.frameworks import ADAPTERS, LaunchContext
+    from pocforge.frameworks import LaunchContext
     from pocforge.paths import workspace_root
 
     serving = spec.serving
@@ -142,8 +169,8 @@ def _launch(spec: PocSpec, layout) -> list[str] | None:
         update={"serving": serving.model_copy(update={"parallelism": par})}, deep=False
     )
     try:
-        launches = ADAPTERS[serving.framework].plan(variant, LaunchContext.local(workspace_root()))
-    except (ValueError, KeyError, RuntimeError):
+        launches = plan_deployment(variant, "serving", LaunchContext.local(workspace_root()))
+    except (ValueError, KeyError, RuntimeError, RuntimeSpecError):
         return None
     server = [one for one in launches if one.node_rank == 0]
     return [one.command() for one in server] or None
