@@ -351,6 +351,11 @@ def predict_cmd(
     else:
         if framework not in ("megatron", "deepspeed"):
             fail(f"--framework {framework} serves; training takes megatron or deepspeed")
+        if gpus and gpus != layout.gpus:
+            fail(
+                f"--gpus {gpus}: a training job runs on its layout's tp×pp×cp×dp = "
+                f"{layout.gpus} GPUs ({layout.label()}); set --dp {gpus // (tp * pp * cp)} instead"
+            )
         batch = global_batch or layout.dp * micro_batch
         out = (
             Training(shape, layout, device, framework, precision)

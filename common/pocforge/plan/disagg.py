@@ -77,8 +77,9 @@ def plan_disaggregated(
             gpus = x * prefill.layout.gpus + y * decode.layout.gpus
             tput = rate * osl / gpus
             if best is None or tput > best.output_tput_per_gpu * (1 + 1e-9):
-                utilisation = rate / (x * p_rate)
-                wait = p_time * utilisation / (2 * (1 - utilisation)) if utilisation < 1 else slack
+                # the prefill instances' real utilisation: at most the ρ the SLO allows
+                utilisation = rate * p_time / (x * prefill.layout.attention_groups)
+                wait = p_time * utilisation / (2 * (1 - utilisation))
                 best = DisaggPlan(
                     x,
                     y,

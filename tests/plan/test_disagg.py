@@ -1,0 +1,59 @@
+"""Disaggregated prefill/decode sizing meets both SLOs and ships each request's KV cache."""
+
+from __future__ import annotations
+
+import pytest
+
+from pocforge.catalog import catalog_entry
+from pocforge.plan import Device, Layout, Serving, Shape, plan_disaggregated
+
+H100 = Device.of("H100")
+TP4 = Serving(Shape(catalog_entry("llama-3.1-70b")), Layout(tp=4), H100)
+
+
+def plan(ttft_ms=2000.0, tpot_ms=50.0, isl=4096, osl=512):
+    return plan_disaggregated(TP4, TP4, isl, osl, ttft_ms, tpot_ms)
+
+
+def test_plan_meets_the_tpot_slo_and_uses_its_instances():
+    """A P:D ratio is found; its decode step meets TPOT 50 ms and its GPUs are the
+    instances'."""
+    p = plan()
+    assert p.why is None
+    assert p.prefill_instances >= 1 and p.decode_instances >= 1
+    assert p.gpus == 4 * (p.prefill_instances + p.decode_instances)
+    assert 0 < p.tpot_ms <= 50
+    assert p.decode_batch >= 1 and p.output_tput_per_gpu > 0
+
+
+@pytest.mark.parametrize(
+    "isl, osl, ttft_ms, tpot_ms",
+    [(4096, 512, 2000, 50), (1024, 1024, 500, 30), (8192, 256, 3000, 40)],
+)
+def test_plan_meets_the_ttft_slo(isl, osl, ttft_ms, tpot_ms):
+    """The chosen ratio's TTFT (queue + prefill + KV transfer) is within the SLO."""
+    p = plan(ttft_ms, tpot_ms, isl, osl)
+    assert p.why is None
+    assert p.ttft_ms <= ttft_ms
+
+
+def test_kv_sent_per_request_is_the_prompts_cache():
+    """A 4096-token prompt of Llama-3.1-70B sends 4096 × 327,680 bytes of bf16 KV cache
+    from prefill to decode."""
+    p = plan()
+    assert p.kv_bytes_per_request == 4096 * 327_680
+    assert p.kv_transfer_ms > 0
+
+
+def test_an_impossible_ttft_says_why():
+    """No queue helps when one prefill alone takes longer than the TTFT bound."""
+    p = plan(ttft_ms=1)
+    assert p.gpus == 0 and p.prefill_instances == p.decode_instances == 0
+    assert p.why and "exceeds TTFT 1 ms" in p.why
+
+
+def test_an_impossible_tpot_says_why():
+    """A TPOT bound below one decode step at batch 1 is refused, naming TPOT."""
+    p = plan(tpot_ms=1)
+    assert p.gpus == 0
+    assert p.why and "TPOT 1 ms" in p.why
