@@ -62,6 +62,16 @@ def test_pipeline_bubble_with_few_micro_batches():
     assert flat.breakdown["bubble"] == 0
 
 
+def test_interleaved_pipeline_shrinks_the_bubble_and_holds_more_activations():
+    """Megatron's interleaved 1F1B with vpp 4: (pp-1)/(vpp·m+pp-1) = 3/35 for pp 4, m 8;
+    the first stage holds (1 + (pp-1)/(pp·vpp)) more activations."""
+    plain = predict("llama-3-70b", "H100", Layout(tp=8, pp=4, zero=1), global_batch=8)
+    interleaved = predict("llama-3-70b", "H100", Layout(tp=8, pp=4, zero=1, vpp=4), global_batch=8)
+    assert interleaved.breakdown["bubble"] == pytest.approx(3 / 35, abs=1e-4)
+    assert interleaved.step_s < plain.step_s
+    assert interleaved.memory["activations_gb"] > plain.memory["activations_gb"]
+
+
 def test_70b_zero0_on_eight_h100_does_not_fit_and_says_why():
     """DeepSpeed data parallel with ZeRO-0 keeps all 1.4 TB of model states per GPU; ZeRO-3
     cuts them to about an eighth."""

@@ -227,6 +227,13 @@ def resolve_model(value: str):
 @click.option("--dp", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--ep", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--cp", type=click.IntRange(min=1), default=1, show_default=True)
+@click.option(
+    "--vpp",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Virtual pipeline stages per GPU (Megatron).",
+)
 @click.option("--dp-attention", is_flag=True, help="SGLang's DP attention (dp groups inside tp).")
 @click.option(
     "--precision",
@@ -280,6 +287,7 @@ def predict_cmd(
     dp,
     ep,
     cp,
+    vpp,
     dp_attention,
     precision,
     kv_dtype,
@@ -324,6 +332,7 @@ def predict_cmd(
         dp_attention=dp_attention,
         zero=zero if zero is not None else (1 if framework == "megatron" else 0),
         micro_batch=micro_batch,
+        vpp=vpp,
         recompute=recompute,
     )
     total = gpus or layout.gpus
@@ -372,7 +381,7 @@ def predict_cmd(
         }
         keys = ("tokens_per_s_per_gpu", "tflops_per_gpu", "mfu", "fits")
     if as_json:
-        click.echo(json.dumps(out, indent=2))
+        click.echo(json.dumps(out, indent=2, ensure_ascii=False))
         return
     table = Table("", out["layout"], box=None)
     for key in keys:
@@ -464,7 +473,7 @@ def disagg_cmd(
         "decode_gpus": decode_layout.gpus,
     }
     if as_json:
-        click.echo(json.dumps(out, indent=2))
+        click.echo(json.dumps(out, indent=2, ensure_ascii=False))
         return
     if out["why"]:
         fail(f"no split meets the SLOs: {out['why']}", code=1)

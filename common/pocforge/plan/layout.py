@@ -31,7 +31,7 @@ class Layout:
     (attention is sharded over ``tp / dp``), so a replica has ``tp × pp`` GPUs; otherwise
     ``dp`` copies of the ``tp × pp`` model make ``tp × pp × dp``. ``ep``: the GPUs the routed
     experts are spread over (1: the experts are sharded like the dense layers, over tp).
-    Training adds ``cp`` (context parallel), ``zero`` (DeepSpeed ZeRO stage, or Megatron's
+    Training adds ``cp`` (context parallel), ``vpp`` (virtual pipeline stages), ``zero`` (DeepSpeed ZeRO stage, or Megatron's
     distributed optimizer as 1) and the micro-batch."""
 
     tp: int = 1
@@ -42,6 +42,7 @@ class Layout:
     cp: int = 1
     zero: int = 0
     micro_batch: int = 1
+    vpp: int = 1  # virtual pipeline stages per GPU (Megatron's interleaved 1F1B)
     recompute: Literal["none", "selective", "full"] = "none"
     offload: Literal["none", "optimizer", "parameters", "both"] = "none"
 
@@ -68,6 +69,8 @@ class Layout:
             parts.append("DPA")
         if self.zero:
             parts.append(f"Z{self.zero}")
+        if self.vpp > 1:
+            parts.append(f"VPP{self.vpp}")
         if self.micro_batch > 1:
             parts.append(f"MB{self.micro_batch}")
         if self.recompute != "none":

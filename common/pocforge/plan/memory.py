@@ -219,7 +219,10 @@ def activation_bytes_per_gpu(shape: Shape, layout: Layout, seq_len: int) -> floa
         if shape.is_moe:  # the routed tokens' expert activations (top_k of them)
             width = shape.facts.moe_intermediate or shape.facts.intermediate or 4 * h
             per_layer += s * b * shape.top_k * (2 * h + 3 * width) * 2 / max(layout.tp, 1) / 4
-    layers_held = math.ceil(shape.layers / layout.pp) * layout.pp  # pp in flight on stage 1
+    # the first stage holds pp micro-batches in flight (interleaved: (1 + (pp-1)/(pp·vpp)) more)
+    layers_held = math.ceil(shape.layers / layout.pp) * layout.pp
+    if layout.vpp > 1:
+        layers_held *= 1 + (layout.pp - 1) / (layout.pp * layout.vpp)
     logits = s * b * shape.facts.vocab * 4 / layout.tp  # fp32 logits on the last stage
     return per_layer * layers_held + logits
 

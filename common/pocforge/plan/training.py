@@ -7,7 +7,9 @@ forward the MFU does not count. The step:
 
 - compute: the GPU's share of the step's FLOPs at ``matrix_eff`` for the GEMMs, which are
   ``gemm_share`` of the compute time (``calibration.yaml``);
-- the pipeline bubble of 1F1B, ``(pp-1)/(m+pp-1)`` of the step for ``m`` micro-batches;
+- the pipeline bubble of 1F1B, ``(pp-1)/(v·m+pp-1)`` of the step for ``m`` micro-batches
+  and ``v`` virtual stages per GPU (Megatron's interleaved schedule; its extra stage-to-stage
+  sends are counted with the TP traffic's exposure);
 - communication, each with the share not hidden behind compute: TP's two all-reduces
   per layer in the forward and two in the backward (sequence parallel: the same volume as
   reduce-scatter + all-gather), the data-parallel gradient all-reduce (ZeRO-3: parameter
@@ -27,7 +29,7 @@ from pocforge.plan.shape import Shape
 
 ASSUMPTIONS = (
     "model FLOPs = 6·N_matmul·tokens + causal attention (Megatron-LM's count)",
-    "1F1B pipeline schedule; bubble (pp-1)/(m+pp-1)",
+    "1F1B pipeline schedule (interleaved with vpp > 1); bubble (pp-1)/(vpp·m+pp-1)",
     "communication partly hidden behind compute (calibration.yaml training.exposed)",
     "MFU against the dense peak of the training precision",
 )
@@ -122,7 +124,9 @@ class Training:
         if layout.recompute == "full":
             compute *= 4 / 3
         micro = max(1, point.global_batch // (layout.dp * layout.micro_batch))
-        bubble = (layout.pp - 1) / (micro + layout.pp - 1) if layout.pp > 1 else 0.0
+        bubble = 0.0
+        if layout.pp > 1:
+            bubble = (layout.pp - 1) / (layout.vpp * micro + layout.pp - 1)
 
         tokens_gpu = tokens / (layout.dp * layout.cp)  # tokens each model replica's shard sees
         layers_stage = math.ceil(shape.layers / layout.pp)
