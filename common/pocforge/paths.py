@@ -85,6 +85,12 @@ def local_kit() -> Path:
         return _CHECKOUT
 
 
+def torch_extensions_dir() -> Path:
+    """Where this machine's DeepSpeed C++ extensions are built and cached (CPU training:
+    the shared-memory comm op compiles once per machine), shared by every POC."""
+    return local_kit() / ".torch_extensions"
+
+
 def kit_env_python(name: str) -> Path:
     """The interpreter of one of the kit's own CPU environments (``.venv``, ``.venv-sglang``)."""
     return local_kit() / name / "bin" / "python"

@@ -2,8 +2,13 @@
 netns, sshd, hostname, /opt) through ``pocforge run``'s cluster stages. vLLM's native
 multi-node data parallel serves (API + engine 0 on h1, a headless engine on h2), the
 benchmark runs from this machine against h1, DeepSpeed trains over both nodes on gloo,
-collect and teardown leave nothing running. One rehearsal shared by the tests (two vLLM
-starts of about a minute each on 2 cores)."""
+collect and teardown leave nothing running; with podman here every node's vLLM and
+DeepSpeed ranks run in containers (the GPU path), else in this machine's environment.
+
+One rehearsal is shared by the tests, and it is the hard one: h2 is lost in the middle of
+the serving sweep (the run fails naming it, keeping what finished), then, h2 back,
+``--resume`` completes the run. The tests read both attempts (vLLM starts take about a
+minute each on 2 cores: one rehearsal instead of two saves three of them)."""
 
 from __future__ import annotations
 
@@ -14,11 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from pocforge.cli.rehearse import container_runtime, rehearsal_target
+from pocforge.cli.rehearse import rehearsal_target
 from pocforge.rehearse.nodes import missing_prerequisites, running_cluster
 from pocforge.results.store import RunStore
 from pocforge.runner import NodeFailure, run_poc
-from pocforge.spec import load_spec
 
 from ..conftest import REPO
 
@@ -34,20 +38,101 @@ POC = "tiny-llama-2node-fp32-cpu-vllm"
 LEFT_BEHIND = ("vllm", "pocforge", "deepspeed", "torch.distributed")
 
 
+def _pocforge_containers() -> list[str]:
+    """The kit's containers podman has on this machine (the nodes share its storage)."""
+    import subprocess
+
+    from pocforge.rehearse.image import engine_env
+
+    if not shutil.which("podman"):
+        return []
+    listed = subprocess.run(
+        ["podman", "ps", "--all", "--format", "{{.Names}}"],
+        capture_output=True,
+        text=True,
+        env=engine_env("podman"),
+        timeout=60,
+    )
+    return [name for name in listed.stdout.split() if name.startswith("pocforge-")]
+
+
+def _long_enough_to_lose_a_node(poc_yaml: Path) -> None:
+    """Each repeat of the POC's point runs 8 s (its 8 prompts take about one): long enough
+    to lose a node in, short enough that the resumed sweep is quick."""
+    import yaml
+
+    data = yaml.safe_load(poc_yaml.read_text())
+    (workload,) = data["serving"]["workloads"]
+    workload.update(num_prompts=400, duration_s=8)
+    poc_yaml.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
 @pytest.fixture(scope="module")
 def rehearsal(tmp_path_factory):
-    """The POC copied into a workspace of its own, rehearsed once; the nodes stay up for
-    the tests and are torn down (and checked gone) at the end."""
+    """The POC copied into a workspace of its own and rehearsed: h2 (the headless engine's
+    node) loses its sshd and every process once the sweep has four requests done; the
+    failed attempt's state is recorded; h2 is brought back and the run resumed to the end.
+    The nodes stay up for the tests and are torn down (and checked gone) at the end."""
+    import threading
+    import time
+
     root = tmp_path_factory.mktemp("rehearse")
     shutil.copytree(REPO / "pocs" / POC, root / "pocs" / POC)
+    _long_enough_to_lose_a_node(root / "pocs" / POC / "poc.yaml")
+    runtime = "container" if shutil.which("podman") else "kit"
     with running_cluster(root / "nodes", 2, shared=(root,)) as made:
         variant, nodes = rehearsal_target(
-            made, root / "pocs" / POC / "poc.yaml", root / ".artifacts" / "rehearse", POC
+            made, root / "pocs" / POC / "poc.yaml", root / ".artifacts" / "rehearse", POC, runtime
         )
         store = RunStore(root / "results")
+        h1, h2 = made.hosts
         before = {h.name: set(made.processes(h)) for h in made.hosts}
         lines: list[str] = []
-        run = run_poc(variant, nodes=nodes, store=store, say=lines.append)
+        started = time.time()
+        found: dict = {}
+
+        def lose_h2_mid_sweep() -> None:  # the runner must run in the main thread (signals)
+            while time.time() - started < 1200:
+                fresh = [
+                    p
+                    for p in (store.root / POC).glob("*/serving/chat/requests-c2.jsonl")
+                    if p.read_text().count("\n") >= 4
+                ]
+                if fresh:
+                    found["records"] = fresh[0]
+                    made.kill_sshd(h2)  # the node is gone: its sshd, sessions, vLLM engine
+                    return
+                time.sleep(0.5)
+
+        killer = threading.Thread(target=lose_h2_mid_sweep, daemon=True)
+        killer.start()
+        fault: dict = {}
+        try:
+            run_poc(variant, nodes=nodes, store=store, say=lines.append)
+        except NodeFailure as exc:
+            fault["error"] = str(exc)
+        killer.join(timeout=10)
+        records = found.get("records")
+        if records is not None:
+            run_dir = records.parents[2]
+            fault |= {
+                "run_dir": run_dir,
+                "manifest": json.loads((run_dir / "run.json").read_text()),
+                "records": records.read_text().count("\n"),
+                "h1_left": {
+                    pid: cmd for pid, cmd in made.processes(h1).items() if pid not in before["h1"]
+                },
+                "containers": _pocforge_containers(),
+            }
+        made.start_sshd(h2)
+        made.wait_ssh(h2)
+        # the same POC in this machine's environment, for the bring-up tests that connect
+        # as another user (rootless podman would not see this machine's image)
+        kit_variant, _ = rehearsal_target(
+            made, root / "pocs" / POC / "poc.yaml", root / ".artifacts" / "kit", POC, "kit"
+        )
+        resume = fault["run_dir"].name if "run_dir" in fault else None
+        run = run_poc(variant, nodes=nodes, store=store, resume=resume, say=lines.append)
         yield {
             "run": run,
             "made": made,
@@ -56,6 +141,9 @@ def rehearsal(tmp_path_factory):
             "store": store,
             "before": before,
             "lines": lines,
+            "fault": fault,
+            "runtime": runtime,
+            "kit_variant": kit_variant,
         }
 
 
@@ -101,6 +189,8 @@ def test_training_ran_one_rank_per_node(rehearsal):
         command = log.read_text().splitlines()[0]
         assert "deepspeed.launcher.runner" in command and "--no_ssh" in command
         assert f"--node_rank={rank}" in command
+        if rehearsal["runtime"] == "container":  # each node's ranks in a podman container
+            assert "podman run" in command and "localhost/pocforge-cpu" in command
 
 
 def test_the_dashboard_shows_both_nodes_collectives_serving_and_training(rehearsal):
@@ -144,113 +234,27 @@ def test_a_second_bringup_changes_nothing(rehearsal):
     assert {h: v["changed"] for h, v in result["hosts"].items()} == {"h1": 0, "h2": 0}
 
 
-def _fault_variant(rehearsal, root: Path):
-    """The rehearsal POC with a longer workload, so a node can be lost while it runs."""
-    import yaml
-
-    source = rehearsal["variant"].source_file
-    folder = root / POC
-    folder.mkdir(parents=True, exist_ok=True)
-    workload = {
-        "name": "chat",
-        "api": "chat",
-        "dataset": {"kind": "random", "isl": 32, "osl": 8},
-        "load": {"concurrency": [2]},
-        "num_prompts": 400,
-        # a point long enough to lose a node in, short enough that the resume is quick
-        "duration_s": 20,
-    }
-    serving = {"workloads": [workload]}
-    if shutil.which("podman"):  # the GPU path: each node's rank in a container
-        serving["runtime"] = container_runtime()
-    data = {"include": str(source), "serving": serving}
-    (folder / "poc.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    return load_spec(folder / "poc.yaml")
+def test_a_node_lost_mid_serving_fails_the_stage_naming_it(rehearsal):
+    """The first attempt: the serving stage fails naming h2, what finished is kept,
+    teardown leaves nothing on h1 and no container of h1's either (h2's is what a lost
+    node leaves: its restart removes it first)."""
+    fault = rehearsal["fault"]
+    assert "h2 (198.51.100.12) does not answer" in fault.get("error", ""), fault
+    assert fault["manifest"]["stages"]["serving"]["status"] == "failed"
+    assert fault["records"] >= 4  # what finished is kept
+    left = [c for c in fault["h1_left"].values() if any(w in c for w in LEFT_BEHIND)]
+    assert not left, fault["h1_left"]
+    assert not [name for name in fault["containers"] if name.endswith("-server-0")]
 
 
-def _pocforge_containers() -> list[str]:
-    """The kit's containers podman has on this machine (the nodes share its storage)."""
-    import subprocess
-
-    from pocforge.rehearse.image import engine_env
-
-    if not shutil.which("podman"):
-        return []
-    listed = subprocess.run(
-        ["podman", "ps", "--all", "--format", "{{.Names}}"],
-        capture_output=True,
-        text=True,
-        env=engine_env("podman"),
-        timeout=60,
-    )
-    return [name for name in listed.stdout.split() if name.startswith("pocforge-")]
-
-
-def test_a_node_lost_mid_serving_fails_the_stage_naming_it_and_resume_completes(
-    rehearsal, tmp_path
-):
-    """With each node's vLLM rank in a podman container (the GPU path; the kit runtime
-    without podman), h2 (the headless engine's node) loses its sshd and every process
-    mid-sweep: the serving stage fails naming h2, what finished is kept, teardown leaves
-    nothing on h1, no container either; with h2 back, --resume runs the stage again (the
-    failed attempt kept) to completion."""
-    import dataclasses
-    import threading
-    import time
-
-    from pocforge.rehearse.image import engine_env
-
-    made, store = rehearsal["made"], rehearsal["store"]
-    # the podman client on the nodes reads this machine's runc settings
-    conf = {"CONTAINERS_CONF": engine_env("podman")["CONTAINERS_CONF"]}
-    nodes = dataclasses.replace(
-        rehearsal["nodes"], extravars={**rehearsal["nodes"].extravars, "workload_env": conf}
-    )
-    # under the rehearsal's workspace: the nodes see it (their /tmp is their own)
-    spec = _fault_variant(rehearsal, rehearsal["store"].root.parent / "fault")
-    stages = ["bringup", "serving"]  # bring-up copies the kit's wheels the containers mount
-    h1, h2 = made.hosts
-    before = set(made.processes(h1))
-    started = time.time()
-    found: dict = {}
-
-    def lose_h2_mid_sweep() -> None:  # the runner must run in the main thread (signals)
-        while time.time() - started < 900:
-            fresh = [
-                p
-                for p in (store.root / POC).glob("*/serving/chat/requests-c2.jsonl")
-                if p.stat().st_mtime > started and p.read_text().count("\n") >= 4
-            ]
-            if fresh:
-                found["records"] = fresh[0]
-                made.kill_sshd(h2)  # the node is gone: its sshd, sessions, vLLM engine
-                return
-            time.sleep(0.5)
-
-    killer = threading.Thread(target=lose_h2_mid_sweep, daemon=True)
-    killer.start()
-    with pytest.raises(NodeFailure) as failure:
-        run_poc(spec, nodes=nodes, store=store, only=stages, say=print)
-    killer.join(timeout=10)
-    records = found["records"]
-    assert "h2 (198.51.100.12) does not answer" in str(failure.value)
-    run_dir = records.parents[2]
-    manifest = json.loads((run_dir / "run.json").read_text())
-    assert manifest["stages"]["serving"]["status"] == "failed"
-    assert records.read_text().count("\n") >= 4  # what finished is kept
-    left = {pid: cmd for pid, cmd in made.processes(h1).items() if pid not in before}
-    assert not [c for c in left.values() if any(w in c for w in LEFT_BEHIND)], left
-    # h1's torn down; h2's is what a lost node leaves (its restart removes it first)
-    assert not [name for name in _pocforge_containers() if name.endswith("-server-0")]
-
-    made.start_sshd(h2)
-    made.wait_ssh(h2)
-    resumed = run_poc(spec, nodes=nodes, store=store, resume=run_dir.name, only=stages, say=print)
-    manifest = json.loads((resumed.path / "run.json").read_text())
+def test_the_resumed_run_reran_serving_and_kept_the_failed_attempt(rehearsal):
+    """--resume ran the serving stage again (the failed attempt kept beside it) and the
+    stages after it, in the same run; no container is left on this machine."""
+    run = rehearsal["run"]
+    assert run.path == rehearsal["fault"]["run_dir"]
+    manifest = json.loads((run.path / "run.json").read_text())
     assert manifest["stages"]["serving"]["status"] == "complete"
     assert manifest["stages"]["serving.attempt-1"]["status"] == "failed"
-    summary = json.loads((resumed.path / "serving" / "chat" / "summary.json").read_text())
-    assert [p["status"] for p in summary["points"]] == ["ok"]
     assert _pocforge_containers() == []
 
 
@@ -294,7 +298,7 @@ def test_a_non_root_ssh_user_gets_root_only_through_become(rehearsal, non_root_u
     from pocforge.cluster import expectations_from_spec, run_playbook_stage
     from pocforge.cluster.driver import PLAYBOOKS
 
-    made, spec = rehearsal["made"], rehearsal["variant"]
+    made, spec = rehearsal["made"], rehearsal["kit_variant"]
     expectations = expectations_from_spec(spec)
     results = {}
     for become in (False, True):
@@ -326,7 +330,7 @@ def test_bringup_builds_a_framework_venv_with_the_kits_wheels_without_an_index(r
     from pocforge.cluster.driver import PLAYBOOKS
     from pocforge.runtimes.provision import kit_wheels
 
-    made, spec = rehearsal["made"], rehearsal["variant"]
+    made, spec = rehearsal["made"], rehearsal["kit_variant"]
     python = "/opt/pocforge/venvs/probe/bin/python"
     variables = {
         "python_env_venvs": [

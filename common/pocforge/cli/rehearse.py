@@ -39,7 +39,7 @@ REHEARSAL_ENV = {
 
 
 def container_runtime() -> dict:
-    """``serving.runtime`` of a rehearsal in containers: podman with the kit's local image
+    """The runtime of a rehearsal in containers: podman with the kit's local image
     (built here, nothing pulled), this machine's Python and kit mounted read-only."""
     import sys
 
@@ -58,7 +58,9 @@ def rehearsal_spec(
     source: Path, folder: Path, addresses: list[str], runtime: dict | None = None
 ) -> Path:
     """A variant of the POC (``include:`` of its spec) whose hosts are the rehearsal nodes,
-    its serving in ``runtime`` when given."""
+    its serving and training in ``runtime`` when given."""
+    from pocforge.spec import load_spec
+
     folder.mkdir(parents=True, exist_ok=True)
     variant: dict = {
         "include": str(source.resolve()),
@@ -69,7 +71,10 @@ def rehearsal_spec(
         },
     }
     if runtime is not None:
-        variant["serving"] = {"runtime": runtime}
+        included = load_spec(source)
+        for deployment in ("serving", "training"):
+            if getattr(included, deployment) is not None:
+                variant[deployment] = {"runtime": runtime}
     path = folder / "poc.yaml"
     path.write_text(yaml.safe_dump(variant, sort_keys=False))
     return path
@@ -88,8 +93,8 @@ def rehearsal_spec(
     type=click.Choice(["kit", "container"]),
     default="kit",
     show_default=True,
-    help="Where serving runs on the nodes: this machine's environment as it is, or inside "
-    "podman containers of the kit's local image (the container path of a GPU POC).",
+    help="Where serving and training run on the nodes: this machine's environment as it is, "
+    "or inside podman containers of the kit's local image (the container path of a GPU POC).",
 )
 def rehearse_cmd(poc: str, count: int | None, stages: tuple[str, ...], runtime: str) -> None:
     """Run a cluster POC end to end against namespaced nodes made on this machine."""

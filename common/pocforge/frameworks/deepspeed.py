@@ -21,12 +21,12 @@ from pathlib import Path
 from pocforge.catalog import gpu
 from pocforge.frameworks.argcheck.run import run_argcheck
 from pocforge.frameworks.base import LaunchContext, NodeLaunch, model_path, node_hosts
-from pocforge.paths import local_kit
+from pocforge.paths import torch_extensions_dir
 from pocforge.spec import PocSpec
 
 MASTER_PORT = 29500
 # C++ extensions DeepSpeed compiles on first use, cached with the kit (not per POC workspace).
-EXTENSIONS_DIR = local_kit() / ".torch_extensions"
+EXTENSIONS_DIR = torch_extensions_dir()
 
 
 def ds_config(spec: PocSpec) -> dict:

@@ -24,7 +24,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from pocforge.paths import kit_root, workspace_root
+from pocforge.paths import kit_root, torch_extensions_dir, workspace_root
 
 TAG = "localhost/pocforge-cpu:1"
 PODMAN_CONF = """\
@@ -62,14 +62,18 @@ def engine_env(engine: str) -> dict[str, str]:
 
 
 def kit_mounts() -> list[str]:
-    """Read-only mounts that let a near-empty image run this machine's kit environment."""
+    """Mounts that let a near-empty image run this machine's kit environment: read-only,
+    but for DeepSpeed's extension cache inside the kit, writable (torch takes a lock file
+    there even to load an op built already, and building one anew takes minutes)."""
     paths = ["/usr", "/lib", "/lib64", "/etc", str(Path(sys.base_prefix).resolve())]
     paths.append(str(kit_root().resolve()))
     seen: list[str] = []
     for path in paths:
         if Path(path).exists() and not any(path == p or path.startswith(p + "/") for p in seen):
             seen.append(path)
-    return [f"{path}:{path}:ro" for path in seen]
+    extensions = torch_extensions_dir()
+    extensions.mkdir(parents=True, exist_ok=True)
+    return [f"{path}:{path}:ro" for path in seen] + [f"{extensions}:{extensions}"]
 
 
 def _rootfs() -> bytes:
