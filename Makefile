@@ -8,7 +8,7 @@ RUN   ?=
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-unit test-fast rehearse rehearsal-image test-kernels lint fmt demo poc validate spec-docs bench bench-plan planner-accuracy bench-client bench-kernels kernels-compile bench-report report patch-check patch unpatch cluster-up cluster-check cluster-collectives cluster-serve cluster-train cluster-down clean
+.PHONY: help setup test test-unit test-fast rehearse rehearsal-image test-kernels lint fmt demo poc validate i18n spec-docs bench bench-plan planner-accuracy bench-client bench-kernels kernels-compile bench-report report patch-check patch unpatch cluster-up cluster-check cluster-collectives cluster-serve cluster-train cluster-down clean
 
 help: ## List every target with one line each
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -37,6 +37,13 @@ fmt: ## Format the Python code with ruff
 
 validate: ## Validate every POC spec
 	$(BIN)/pocforge validate
+
+I18N := common/pocforge/report
+i18n: ## The dashboard's translations: extract messages, merge into each .po, fail on untranslated, compile
+	$(BIN)/pybabel --quiet extract -F $(I18N)/babel.cfg --no-location --sort-output -o $(I18N)/locale/messages.pot $(I18N)
+	$(BIN)/pybabel --quiet update -i $(I18N)/locale/messages.pot -d $(I18N)/locale -D messages --no-fuzzy-matching --omit-header
+	$(BIN)/python -m pocforge.report.i18n --check
+	$(BIN)/pybabel --quiet compile -d $(I18N)/locale -D messages
 
 spec-docs: ## Regenerate pocs/SPEC.md from the spec models
 	$(BIN)/pocforge schema --markdown --out pocs/SPEC.md

@@ -33,7 +33,7 @@ stamp_ok() { [ -f "$1" ] && [ "$(cat "$1")" = "$2" ]; }
 digest() { cat "$@" | sha256sum | cut -c1-16; }
 
 # 1. Debian packages ---------------------------------------------------------------------
-APT_PACKAGES=(openssh-server iproute2 chromium numactl patch openmpi-bin sudo podman runc busybox-static)
+APT_PACKAGES=(openssh-server iproute2 chromium fonts-noto-cjk numactl patch openmpi-bin sudo podman runc busybox-static)
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
   missing=()
   for pkg in "${APT_PACKAGES[@]}"; do
@@ -66,6 +66,8 @@ else
   (cd /tmp && quiet "$OLDPWD/.venv/bin/python" -c "import pocforge, pocforge_kernels, vllm, deepspeed, triton, ansible_runner")
   echo "$want" > .venv/.pocforge-stamp
 fi
+# the dashboard's translations: .po sources compiled to .mo (cheap; every setup)
+quiet .venv/bin/pybabel --quiet compile -d common/pocforge/report/locale -D messages
 
 # 3. SGLang's own environment --------------------------------------------------------------
 want=$(digest requirements/sglang-cpu.txt kernels/pyproject.toml)

@@ -17,6 +17,14 @@ from pocforge.cli.common import fail
 )
 @click.option("--pdf", is_flag=True, help="Also print a PDF next to it (headless Chromium).")
 @click.option(
+    "--lang",
+    "langs",
+    multiple=True,
+    type=click.Choice(["en", "zh-CN"]),
+    help="Language(s) to render (repeatable; default: the spec's poc.language). Another "
+    "language than the spec's goes to dashboard.<lang>.html.",
+)
+@click.option(
     "--price-per-gpu-hour",
     type=click.FloatRange(min=0, min_open=True),
     help="Our GPU price, for per-dollar comparisons with competitors.",
@@ -34,6 +42,7 @@ def report_cmd(
     compare: tuple[str, ...],
     out: str | None,
     pdf: bool,
+    langs: tuple[str, ...],
     price_per_gpu_hour: float | None,
     power_w_per_gpu: float | None,
     root: str | None,
@@ -49,20 +58,23 @@ def report_cmd(
     try:
         path = store.resolve(run)
         baselines = [store.resolve(c) for c in compare]
-        html = render(
-            path,
-            out,
-            baselines,
-            Cost(price_per_gpu_hour=price_per_gpu_hour, power_w_per_gpu=power_w_per_gpu),
-        )
+        if out and len(langs) > 1:
+            fail("--out names one file: give one --lang with it")
+        cost = Cost(price_per_gpu_hour=price_per_gpu_hour, power_w_per_gpu=power_w_per_gpu)
+        pages = [
+            render(path, out, baselines, cost, lang=lang, rendering=list(langs))
+            for lang in (langs or [None])
+        ]
     except (RunError, SchemaError) as exc:
         fail(str(exc))
-    click.echo(f"dashboard: {html}")
+    for html in pages:
+        click.echo(f"dashboard: {html}")
     if pdf:
-        try:
-            click.echo(f"pdf: {print_pdf(html, Path(html).with_suffix('.pdf'))}")
-        except PdfError as exc:
-            fail(str(exc), code=1)
+        for html in pages:
+            try:
+                click.echo(f"pdf: {print_pdf(html, Path(html).with_suffix('.pdf'))}")
+            except PdfError as exc:
+                fail(str(exc), code=1)
 
 
 def register(main: click.Group) -> None:

@@ -18,6 +18,14 @@ from typing import Any
 import jinja2
 
 from pocforge.report import charts, planner
+from pocforge.report.i18n import (
+    LANGUAGES,
+    NATIVE,
+    Formats,
+    check_language,
+    gettext_for,
+    translations,
+)
 from pocforge.report.planner import read_plan
 from pocforge.results.compare import (
     CompetitorComparison,
@@ -98,9 +106,10 @@ def _competitors(
 
 
 def build(
-    run_path: Path, compare: list[Path] = (), ours_cost: Cost | None = None
+    run_path: Path, compare: list[Path] = (), ours_cost: Cost | None = None, lang: str = "en"
 ) -> dict[str, Any]:
-    """The template context of a run's dashboard."""
+    """The template context of a run's dashboard, its text in ``lang``."""
+    _ = gettext_for(lang)
     run = Run.open(run_path)
     m = run.manifest
     spec = m.spec
@@ -302,6 +311,7 @@ def build(
         "provenance": data.provenance,
         "verify": report,
         "caveats": list(dict.fromkeys(caveats)),
+        "languages": [],
     }
 
 
@@ -334,38 +344,53 @@ def _summary(
     return " ".join(parts)
 
 
-def _env() -> jinja2.Environment:
+def _env(lang: str = "en") -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         autoescape=jinja2.select_autoescape(["html", "j2"]),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        extensions=["jinja2.ext.i18n"],
     )
-    env.filters["num"] = _num
-    env.filters["pct"] = lambda x: "—" if x is None else f"{x:+.1f}%"
+    env.install_gettext_translations(translations(lang), newstyle=True)  # type: ignore[attr-defined]
+    formats = Formats(lang)
+    env.filters["num"] = formats.num
+    env.filters["pct"] = formats.pct
+    env.filters["when"] = formats.when
     return env
 
 
-def _num(x: Any, digits: int = 3) -> str:
-    if x is None:
-        return "—"
-    if isinstance(x, bool):
-        return "yes" if x else "no"
-    if isinstance(x, int):
-        return f"{x:,}"
-    ax = abs(x)
-    if ax >= 1000:
-        return f"{x:,.0f}"
-    return f"{x:.{digits}g}"
-
-
-def render_html(context: dict[str, Any]) -> str:
+def render_html(context: dict[str, Any], lang: str = "en") -> str:
     from plotly.offline import get_plotlyjs
 
-    template = _env().get_template("dashboard.html.j2")
-    text = template.render(**context, plotly_js=get_plotlyjs(), html=html)
+    template = _env(lang).get_template("dashboard.html.j2")
+    text = template.render(**context, plotly_js=get_plotlyjs(), html=html, lang=lang)
     return Redactor.for_spec(None).text(text)
+
+
+def spec_language(run_path: Path) -> str:
+    """The language the run's spec asks for (``poc.language``; English for runs before it)."""
+    spec = Run.open(run_path).manifest.spec or {}
+    return (spec.get("poc") or {}).get("language") or "en"
+
+
+def dashboard_file(run_path: Path, lang: str) -> Path:
+    """``dashboard.html`` in the spec's language, ``dashboard.<lang>.html`` in another."""
+    if lang == spec_language(run_path):
+        return run_path / "dashboard.html"
+    return run_path / f"dashboard.{lang}.html"
+
+
+def _switch(run_path: Path, lang: str, rendering: list[str]) -> list[dict[str, str]]:
+    """Links to the run's dashboard in the other languages that exist (or are being
+    rendered with this one): none when there is only this one."""
+    links = []
+    for other in LANGUAGES:
+        target = dashboard_file(run_path, other)
+        if other != lang and (other in rendering or target.is_file()):
+            links.append({"lang": other, "name": NATIVE[other], "href": target.name})
+    return links
 
 
 def render(
@@ -373,12 +398,18 @@ def render(
     out: str | Path | None = None,
     compare: list[Path] = (),
     ours_cost: Cost | None = None,
+    lang: str | None = None,
+    rendering: list[str] = (),
 ) -> Path:
-    """Write the dashboard of a run; default ``<run>/dashboard.html``."""
-    run_path = Path(run_path)
-    out = Path(out) if out else run_path / "dashboard.html"
-    text = render_html(build(run_path, list(compare), ours_cost))
+    """Write the dashboard of a run in ``lang`` (default: the spec's ``poc.language``);
+    default file :func:`dashboard_file`. ``rendering``: the other languages written with
+    this one (the language switch links to them)."""
     from pocforge.atomic import write_text
 
-    write_text(out, text)
+    run_path = Path(run_path)
+    lang = check_language(lang or spec_language(run_path))
+    out = Path(out) if out else dashboard_file(run_path, lang)
+    context = build(run_path, list(compare), ours_cost, lang)
+    context["languages"] = _switch(run_path, lang, list(rendering))
+    write_text(out, render_html(context, lang))
     return out

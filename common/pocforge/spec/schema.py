@@ -59,6 +59,10 @@ class PocMeta(Strict):
         "", description="What the customer wants proven, in a sentence or two."
     )
     tags: list[str] = Field(default_factory=list, description="Free-form labels for `pocforge ls`.")
+    language: Literal["en", "zh-CN"] = Field(
+        "en",
+        description="The language of the customer's dashboard and PDF (`pocforge report RUN --lang` renders any run in another, without re-running).",
+    )
 
 
 # --------------------------------------------------------------------------- model
