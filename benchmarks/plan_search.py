@@ -27,42 +27,35 @@ from pocforge.plan import (
 TARGET_S = 2.0
 
 
+def _timed(search, *args):
+    started = time.perf_counter()
+    found = search(*args)
+    return found, time.perf_counter() - started
+
+
 def main() -> int:
     shape = Shape(catalog_entry("deepseek-v3"))
     table = Table("search", "GPU", "layouts", "ranked", "rejected", "best", "seconds", "target")
-    slow = False
+    searches = []
     for gpu in ("MI300X", "H200"):
         device = Device.of(gpu)
         for framework in ("vllm", "sglang"):
-            started = time.perf_counter()
-            found = search_serving(
-                shape, device, 512, ServingPoint(1024, 1024, 4096), framework, "fp8", "fp8"
-            )
-            seconds = time.perf_counter() - started
-            slow |= seconds > TARGET_S
-            best = found.best.layout.label() if found.best else "—"
-            table.add_row(
-                f"serving {framework}",
-                gpu,
-                str(len(found.ranked) + len(found.rejected)),
-                str(len(found.ranked)),
-                str(len(found.rejected)),
-                best,
-                f"{seconds:.3f}",
-                "ok" if seconds <= TARGET_S else "SLOW",
-            )
-        started = time.perf_counter()
-        found = search_training(shape, device, 512, TrainingPoint(4096, 2048), "megatron", "fp8")
-        seconds = time.perf_counter() - started
+            point = ServingPoint(1024, 1024, 4096)
+            args = (shape, device, 512, point, framework, "fp8", "fp8")
+            searches.append((f"serving {framework}", gpu, search_serving, args))
+        args = (shape, device, 512, TrainingPoint(4096, 2048), "megatron", "fp8")
+        searches.append(("training megatron", gpu, search_training, args))
+    slow = False
+    for name, gpu, search, args in searches:
+        found, seconds = _timed(search, *args)
         slow |= seconds > TARGET_S
-        best = found.best.layout.label() if found.best else "—"
         table.add_row(
-            "training megatron",
+            name,
             gpu,
             str(len(found.ranked) + len(found.rejected)),
             str(len(found.ranked)),
             str(len(found.rejected)),
-            best,
+            found.best.layout.label() if found.best else "—",
             f"{seconds:.3f}",
             "ok" if seconds <= TARGET_S else "SLOW",
         )

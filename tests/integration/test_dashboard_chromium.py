@@ -55,6 +55,7 @@ def dashboards(tmp_path_factory) -> dict[str, Path]:
     return {
         "plain": render(run.path, run.path.parent / "plain.html"),
         "compare": render(run.path, compare=[base.path]),
+        "zh-CN": render(run.path, lang="zh-CN"),
     }
 
 
@@ -107,4 +108,68 @@ def test_dashboard_pdf(dashboards: dict[str, Path], tmp_path: Path) -> None:
         assert text.lstrip().startswith(start)
     assert "INCONCLUSIVE" in pages[0] and "serving.chat.ttft_ms.p90" in pages[0]
     assert "all_reduce" in pages[2]
+    _keep(pdf)
+
+
+def _zh(message: str) -> str:
+    """The zh-CN translation of one of the dashboard's messages (and proof it has one)."""
+    from pocforge.report.i18n import gettext_for
+
+    translated = gettext_for("zh-CN")(message)
+    assert translated != message, f"no zh-CN translation of {message!r}"
+    return translated
+
+
+def test_chinese_dashboard_in_chromium(dashboards: dict[str, Path], tmp_path: Path) -> None:
+    """The zh-CN page: no console errors, every chart drawn, the verdict and the criteria
+    headings in Chinese, set in a CJK font the page asked for (a screenshot is kept)."""
+    exe = _chromium_or_skip()
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=FLAGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors: list[str] = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(dashboards["zh-CN"].as_uri())
+        page.wait_for_function("document.body.dataset.chartsDrawn !== undefined", timeout=60_000)
+        assert page.evaluate("document.documentElement.lang") == "zh-CN"
+        verdict = page.locator("#overall-verdict .value").inner_text().strip()
+        assert verdict == _zh("INCONCLUSIVE")
+        headings = page.locator("h2, h3").all_inner_texts()
+        assert _zh("Executive summary") in headings and _zh("Acceptance criteria") in headings
+        assert "Executive summary" not in headings
+        family = page.evaluate("getComputedStyle(document.body).fontFamily")
+        assert "Noto Sans CJK SC" in family
+        shot = tmp_path / "dashboard.zh-CN.png"
+        page.screenshot(path=str(shot), full_page=True)
+        browser.close()
+    assert not errors, errors
+    _keep(shot)
+
+
+def test_chinese_dashboard_pdf_embeds_a_cjk_font(dashboards: dict[str, Path], tmp_path: Path):
+    """The zh-CN PDF's text layer holds the Chinese headings, and every font it uses is
+    embedded, a CJK one among them: its glyphs render in any viewer (no missing-glyph
+    boxes: no text falls back to an absent font)."""
+    _chromium_or_skip()
+    pypdf = pytest.importorskip("pypdf")
+    pdf = print_pdf(dashboards["zh-CN"], tmp_path / "dashboard.zh-CN.pdf")
+    reader = pypdf.PdfReader(pdf)
+    text = "\n".join(page.extract_text() for page in reader.pages)
+    for heading in ("Executive summary", "Acceptance criteria", "Caveats"):
+        assert _zh(heading) in text, heading
+    assert "\ufffd" not in text
+    fonts: dict[str, bool] = {}
+    for page in reader.pages:
+        for font in (page["/Resources"].get("/Font") or {}).values():
+            font = font.get_object()
+            descendants = font.get("/DescendantFonts")
+            target = descendants[0].get_object() if descendants else font
+            descriptor = target.get("/FontDescriptor")
+            descriptor = descriptor.get_object() if descriptor else {}
+            embedded = any(k in descriptor for k in ("/FontFile", "/FontFile2", "/FontFile3"))
+            fonts[str(font.get("/BaseFont"))] = embedded
+    assert fonts and all(fonts.values()), fonts
+    assert any("CJK" in name for name in fonts), sorted(fonts)
     _keep(pdf)

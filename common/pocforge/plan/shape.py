@@ -150,10 +150,10 @@ class Shape:
         """The LM head (0 when tied to the embedding: the same matrix)."""
         return 0 if self.facts.tie_embeddings else self.embedding_params
 
-    @cached_property
-    def params(self) -> int:
-        """Every parameter (norms included)."""
-        per_moe = self.experts * self.expert_params + self.shared_params + self.router_params
+    def _count(self, experts_per_moe_layer: int) -> int:
+        per_moe = (
+            experts_per_moe_layer * self.expert_params + self.shared_params + self.router_params
+        )
         return (
             self.layers * (self.attention_params + 2 * self.hidden)
             + self.dense_layers * self.dense_mlp_params
@@ -164,17 +164,14 @@ class Shape:
         )
 
     @cached_property
+    def params(self) -> int:
+        """Every parameter (norms included)."""
+        return self._count(self.experts)
+
+    @cached_property
     def active_params(self) -> int:
         """Parameters one token passes through (routed experts: its top-k)."""
-        per_moe = self.top_k * self.expert_params + self.shared_params + self.router_params
-        return (
-            self.layers * (self.attention_params + 2 * self.hidden)
-            + self.dense_layers * self.dense_mlp_params
-            + self.moe_layers * per_moe
-            + self.embedding_params
-            + self.head_params
-            + self.hidden
-        )
+        return self._count(self.top_k)
 
     @property
     def matmul_params(self) -> int:
