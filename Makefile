@@ -40,9 +40,9 @@ validate: ## Validate every POC spec
 
 I18N := common/pocforge/report
 i18n: ## The dashboard's translations: extract messages, merge into each .po, fail on untranslated, compile
-	$(BIN)/pybabel --quiet extract -F $(I18N)/babel.cfg --no-location --sort-output -o $(I18N)/locale/messages.pot $(I18N)
-	$(BIN)/pybabel --quiet update -i $(I18N)/locale/messages.pot -d $(I18N)/locale -D messages --no-fuzzy-matching --omit-header
-	$(BIN)/python -m pocforge.report.i18n --check
+	$(BIN)/pybabel --quiet extract -F $(I18N)/babel.cfg --no-location --sort-output --omit-header -o $(I18N)/locale/messages.pot $(I18N)
+	$(BIN)/pybabel --quiet update -i $(I18N)/locale/messages.pot -d $(I18N)/locale -D messages --no-fuzzy-matching
+	$(BIN)/python -c 'from pocforge.report.i18n import main; raise SystemExit(main(["--check"]))'
 	$(BIN)/pybabel --quiet compile -d $(I18N)/locale -D messages
 
 spec-docs: ## Regenerate pocs/SPEC.md from the spec models

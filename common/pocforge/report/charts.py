@@ -2,17 +2,19 @@
 
 Each function returns a ``plotly.graph_objects.Figure``; :func:`to_json` turns it into the
 JSON the template hands to ``Plotly.newPlot``. Colours are fixed per series so a run, its
-baselines and competitors look the same in every chart.
+baselines and competitors look the same in every chart. Their text is in the language of
+``_`` (the dashboard's gettext, :func:`pocforge.report.i18n.gettext_for`; English by default).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from pocforge.report.i18n import gettext_for
 from pocforge.results.compare import pareto_front
 from pocforge.results.schema import (
     CollectiveResult,
@@ -31,6 +33,7 @@ LAYOUT = {
     "font": {"family": "Helvetica, Arial, sans-serif", "size": 12},
     "legend": {"orientation": "h", "y": -0.2},
 }
+ENGLISH = gettext_for("en")
 
 
 def to_json(fig: go.Figure) -> str:
@@ -49,14 +52,15 @@ def pareto(
     min_interactivity: float | None = None,
     slo_label: str | None = None,
     failing_points: Sequence[str] = (),
+    _: Callable[[str], str] = ENGLISH,
 ) -> go.Figure:
     """Throughput per GPU vs interactivity: this run's points and front, others overlaid."""
     fig = go.Figure()
-    series = [("this run", result, gpus, OURS)] + [
+    series = [(_("this run"), result, gpus, OURS)] + [
         (name, res, g, PALETTE[i % len(PALETTE)]) for i, (name, res, g) in enumerate(others)
     ]
     xs_all: list[float] = []
-    for name, res, g, color in series:
+    for i, (name, res, g, color) in enumerate(series):
         pts = []
         for p in res.points:
             x, y = interactivity(p), throughput_per_gpu(p, g)
@@ -66,7 +70,7 @@ def pareto(
             continue
         xs_all += [x for x, _, _ in pts]
         front = pareto_front([(x, y) for x, y, _ in pts])
-        mine = name == "this run"
+        mine = i == 0
         symbols = ["x" if mine and pid in failing_points else "circle" for _, _, pid in pts]
         fig.add_trace(
             go.Scatter(
@@ -76,7 +80,7 @@ def pareto(
                 text=[pid for _, _, pid in pts] if mine else None,
                 textposition="top center",
                 marker={"color": color, "size": 9 if mine else 7, "symbol": symbols},
-                name=f"{name} points",
+                name=_("{name} points").format(name=name),
                 legendgroup=name,
                 showlegend=False,
                 hovertemplate="%{text}<br>%{x:.1f} tok/s/user<br>%{y:.1f} tok/s/GPU<extra>"
@@ -106,21 +110,21 @@ def pareto(
             fillcolor="#2da44e",
             opacity=0.08,
             line_width=0,
-            annotation_text=slo_label or "SLO region",
+            annotation_text=slo_label or _("SLO region"),
             annotation_position="top left",
         )
     return _layout(
         fig,
-        f"Throughput vs interactivity — {result.workload}",
+        _("Throughput vs interactivity — {workload}").format(workload=result.workload),
         xaxis={
-            "title": {"text": "interactivity (output tokens/s per user)"},
+            "title": {"text": _("interactivity (output tokens/s per user)")},
             "rangemode": "tozero",
         },
-        yaxis={"title": {"text": "output tokens/s per GPU"}, "rangemode": "tozero"},
+        yaxis={"title": {"text": _("output tokens/s per GPU")}, "rangemode": "tozero"},
     )
 
 
-def latency_percentiles(result: ServingResult) -> go.Figure:
+def latency_percentiles(result: ServingResult, _: Callable[[str], str] = ENGLISH) -> go.Figure:
     """TTFT, TPOT and ITL p50/p90/p99 per sweep point."""
     metrics = [
         m for m in ("ttft_ms", "tpot_ms", "itl_ms") if any(m in p.metrics for p in result.points)
@@ -149,17 +153,19 @@ def latency_percentiles(result: ServingResult) -> go.Figure:
                 row=1,
                 col=col,
             )
-    return _layout(fig, f"Latency percentiles per sweep point — {result.workload}")
+    return _layout(
+        fig, _("Latency percentiles per sweep point — {workload}").format(workload=result.workload)
+    )
 
 
-def loss_curve(result: TrainingResult) -> go.Figure:
+def loss_curve(result: TrainingResult, _: Callable[[str], str] = ENGLISH) -> go.Figure:
     fig = go.Figure(
         go.Scatter(
             x=[s.step for s in result.steps],
             y=[s.loss for s in result.steps],
             mode="lines+markers",
             line={"color": OURS},
-            name="loss",
+            name=_("loss"),
         )
     )
     if result.warmup_steps:
@@ -169,23 +175,24 @@ def loss_curve(result: TrainingResult) -> go.Figure:
             fillcolor="#6e7781",
             opacity=0.1,
             line_width=0,
-            annotation_text="warm-up",
+            annotation_text=_("warm-up"),
             annotation_position="top left",
         )
     return _layout(
         fig,
-        "Training loss",
-        xaxis={"title": {"text": "step"}},
-        yaxis={"title": {"text": "loss (nats)"}},
+        _("Training loss"),
+        xaxis={"title": {"text": _("step")}},
+        yaxis={"title": {"text": _("loss (nats)")}},
     )
 
 
-def kernel_bars(result: KernelResults) -> go.Figure:
+def kernel_bars(result: KernelResults, _: Callable[[str], str] = ENGLISH) -> go.Figure:
     labels = [
         f"{r.op} {r.dtype} " + "x".join(str(v) for v in r.shape.values()) for r in result.rows
     ]
+    # a literal % is written %% and formatted away: gettext reads "% o…" as a placeholder
     fig = make_subplots(
-        rows=1, cols=2, subplot_titles=["% of roofline", "speedup vs torch reference"]
+        rows=1, cols=2, subplot_titles=[_("%% of roofline") % {}, _("speedup vs torch reference")]
     )
     fig.add_trace(
         go.Bar(
@@ -193,7 +200,7 @@ def kernel_bars(result: KernelResults) -> go.Figure:
             y=labels,
             orientation="h",
             marker_color=OURS,
-            name="% roofline",
+            name=_("%% roofline") % {},
         ),
         row=1,
         col=1,
@@ -204,31 +211,38 @@ def kernel_bars(result: KernelResults) -> go.Figure:
             y=labels,
             orientation="h",
             marker_color=PALETTE[0],
-            name="speedup",
+            name=_("speedup"),
         ),
         row=1,
         col=2,
     )
     fig.update_yaxes(showticklabels=False, row=1, col=2)
-    return _layout(fig, "Kernels", showlegend=False, height=max(300, 40 + 28 * len(labels)))
+    return _layout(fig, _("Kernels"), showlegend=False, height=max(300, 40 + 28 * len(labels)))
 
 
-def collective_curves(results: Sequence[CollectiveResult]) -> go.Figure:
+def collective_curves(
+    results: Sequence[CollectiveResult], _: Callable[[str], str] = ENGLISH
+) -> go.Figure:
     fig = go.Figure()
     for i, r in enumerate(results):
         color = OURS if i == 0 else PALETTE[(i - 1) % len(PALETTE)]
+        name = (
+            _("{collective} ({ranks} ranks, {nodes} node)")
+            if r.nodes == 1
+            else _("{collective} ({ranks} ranks, {nodes} nodes)")
+        )
         fig.add_trace(
             go.Scatter(
                 x=[row.bytes for row in r.rows],
                 y=[row.busbw_gbs for row in r.rows],
                 mode="lines+markers",
-                name=f"{r.collective} ({r.ranks} ranks, {r.nodes} node{'s' if r.nodes != 1 else ''})",
+                name=name.format(collective=r.collective, ranks=r.ranks, nodes=r.nodes),
                 line={"color": color},
             )
         )
     return _layout(
         fig,
-        "Collective bus bandwidth",
-        xaxis={"type": "log", "title": {"text": "message size (bytes)"}},
-        yaxis={"title": {"text": "bus bandwidth (GB/s)"}},
+        _("Collective bus bandwidth"),
+        xaxis={"type": "log", "title": {"text": _("message size (bytes)")}},
+        yaxis={"title": {"text": _("bus bandwidth (GB/s)")}},
     )

@@ -46,12 +46,20 @@ def babel_locale(lang: str) -> Locale:
     return Locale.parse(check_language(lang), sep="-")
 
 
+def catalog_folder(lang: str) -> Path:
+    """``locale/<language>_<TERRITORY>/LC_MESSAGES`` (zh_CN, as gettext names it; Babel's
+    own string for zh-CN is zh_Hans_CN)."""
+    locale = babel_locale(lang)
+    name = f"{locale.language}_{locale.territory}" if locale.territory else locale.language
+    return LOCALES / name / "LC_MESSAGES"
+
+
 @cache
 def translations(lang: str) -> gettext.NullTranslations:
     """The message catalog of ``lang`` (English: the messages as written)."""
     if check_language(lang) == "en":
         return gettext.NullTranslations()
-    folder = LOCALES / str(babel_locale(lang)) / "LC_MESSAGES"
+    folder = catalog_folder(lang)
     compiled = folder / f"{DOMAIN}.mo"
     if compiled.is_file():
         with compiled.open("rb") as fp:
@@ -132,8 +140,7 @@ def untranslated(lang: str) -> list[str]:
     """The dashboard's messages ``lang``'s catalog lacks (or leaves empty or fuzzy)."""
     from babel.messages.pofile import read_po
 
-    folder = LOCALES / str(babel_locale(lang)) / "LC_MESSAGES"
-    with (folder / f"{DOMAIN}.po").open("rb") as fp:
+    with (catalog_folder(lang) / f"{DOMAIN}.po").open("rb") as fp:
         catalog = read_po(fp, locale=babel_locale(lang))
     missing = []
     for message in extracted():
@@ -144,7 +151,7 @@ def untranslated(lang: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m pocforge.report.i18n --check``: exit 1 listing untranslated messages."""
+    """``make i18n``'s check: exit 1 listing untranslated messages."""
     import argparse
 
     parser = argparse.ArgumentParser(description="The dashboard's translations.")
@@ -173,7 +180,3 @@ def _num_en(x: float | int, digits: int) -> str:
     if abs(x) >= 1000:
         return f"{x:,.0f}"
     return f"{x:.{digits}g}"
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,27 +1,39 @@
 """Predicted vs measured: the run's ``plan.json`` (written by ``pocforge run`` before any
-stage) beside what the stages measured, point by point, and the planner's error."""
+stage) beside what the stages measured, point by point, and the planner's error. Metric
+labels are marked with ``N_`` (extracted, translated when the rows are built)."""
 
 from __future__ import annotations
 
 import json
 import statistics
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pocforge.report.i18n import gettext_for
 from pocforge.results.run_reader import RunData
 from pocforge.results.serving import throughput_per_gpu
 
+
+def N_(message: str) -> str:
+    """Mark a message for extraction; it is translated where it is shown."""
+    return message
+
+
 # (label, the prediction's key, how to read the measured value of a serving point)
 SERVING_METRICS = (
-    ("output tok/s/GPU", "output_tput_per_gpu", None),
-    ("TTFT p50 ms", "ttft_ms", ("ttft_ms", "p50")),
-    ("TPOT p50 ms", "tpot_ms", ("tpot_ms", "p50")),
+    (N_("output tok/s/GPU"), "output_tput_per_gpu", None),
+    (N_("TTFT p50 ms"), "ttft_ms", ("ttft_ms", "p50")),
+    (N_("TPOT p50 ms"), "tpot_ms", ("tpot_ms", "p50")),
 )
 TRAINING_METRICS = (
-    ("tokens/s/GPU", "tokens_per_s_per_gpu"),
-    ("TFLOP/s/GPU", "tflops_per_gpu"),
-    ("MFU", "mfu"),
+    (N_("tokens/s/GPU"), "tokens_per_s_per_gpu"),
+    (N_("TFLOP/s/GPU"), "tflops_per_gpu"),
+    (N_("MFU"), "mfu"),
 )
+ENGLISH = gettext_for("en")
+# the throughput metrics of the median absolute error
+THROUGHPUT_KEYS = ("output_tput_per_gpu", "tokens_per_s_per_gpu")
 
 
 def read_plan(run_path: Path) -> dict | None:
@@ -42,8 +54,14 @@ def _error(predicted: float | None, measured: float | None) -> float | None:
     return predicted / measured - 1
 
 
-def compare(plan: dict, data: RunData, gpus_of: dict[str, int | None]) -> dict[str, Any]:
-    """Rows of predicted vs measured and the median absolute throughput error."""
+def compare(
+    plan: dict,
+    data: RunData,
+    gpus_of: dict[str, int | None],
+    _: Callable[[str], str] = ENGLISH,
+) -> dict[str, Any]:
+    """Rows of predicted vs measured (their text in the language of ``_``) and the median
+    absolute throughput error."""
     rows: list[dict[str, Any]] = []
     planned = {w["name"]: w for w in (plan.get("serving") or {}).get("workloads", [])}
     for workload, (result, _folder) in data.serving.items():
@@ -65,7 +83,8 @@ def compare(plan: dict, data: RunData, gpus_of: dict[str, int | None]) -> dict[s
                 rows.append(
                     {
                         "what": f"{workload} {point.id}",
-                        "metric": label,
+                        "metric": _(label),
+                        "key": key,
                         "predicted": predicted.get(key),
                         "measured": measured,
                         "error": _error(predicted.get(key), measured),
@@ -78,17 +97,16 @@ def compare(plan: dict, data: RunData, gpus_of: dict[str, int | None]) -> dict[s
             predicted = training["prediction"].get(key)
             rows.append(
                 {
-                    "what": f"training {training['prediction']['layout']}",
-                    "metric": label,
+                    "what": _("training {layout}").format(layout=training["prediction"]["layout"]),
+                    "metric": _(label),
+                    "key": key,
                     "predicted": predicted,
                     "measured": measured,
                     "error": _error(predicted, measured),
                 }
             )
     throughput = [
-        abs(r["error"])
-        for r in rows
-        if r["error"] is not None and r["metric"] in ("output tok/s/GPU", "tokens/s/GPU")
+        abs(r["error"]) for r in rows if r["error"] is not None and r["key"] in THROUGHPUT_KEYS
     ]
     return {
         "rows": rows,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,7 +85,11 @@ def _gpus(spec: dict[str, Any] | None, result_gpus: int | None) -> int | None:
 
 
 def _competitors(
-    spec: dict[str, Any] | None, run_path: Path, poc: str, caveats: list[str]
+    spec: dict[str, Any] | None,
+    run_path: Path,
+    poc: str,
+    caveats: list[str],
+    _: Callable[[str], str],
 ) -> list[tuple[Any, Any]]:
     """(Competitor spec entry, Imported) for each competitor file of the spec: the copy the
     run keeps (``compare/``), so the page rebuilds from the run folder alone, else the POC's."""
@@ -96,12 +101,18 @@ def _competitors(
         kept = run_path / "compare" / Path(comp["file"]).name
         path = kept if kept.is_file() else pocs_dir() / poc / comp["file"]
         if comp["format"] == "pocforge":
-            caveats.append(f"competitor {comp['name']}: pocforge runs are compared with --compare")
+            caveats.append(
+                _("competitor {name}: pocforge runs are compared with --compare").format(
+                    name=comp["name"]
+                )
+            )
             continue
         try:
             out.append((comp, parse([path], comp["format"], "competitor", comp.get("gpus"))))
         except ResultImportError as exc:
-            caveats.append(f"competitor {comp['name']} not shown: {exc}")
+            caveats.append(
+                _("competitor {name} not shown: {error}").format(name=comp["name"], error=exc)
+            )
     return out
 
 
@@ -110,6 +121,7 @@ def build(
 ) -> dict[str, Any]:
     """The template context of a run's dashboard, its text in ``lang``."""
     _ = gettext_for(lang)
+    words = _words(_)
     run = Run.open(run_path)
     m = run.manifest
     spec = m.spec
@@ -119,21 +131,33 @@ def build(
     caveats: list[str] = []
 
     if m.status != "complete":
-        caveats.append(f"the run's status is {m.status}: results may be partial")
-    caveats += [f"integrity: {line}" for line in report.lines()]
-    caveats += [f"unreadable: {p}" for p in data.problems]
+        caveats.append(
+            _("the run's status is {status}: results may be partial").format(
+                status=words.get(m.status, m.status)
+            )
+        )
+    caveats += [_("integrity: {problem}").format(problem=line) for line in report.lines()]
+    caveats += [_("unreadable: {problem}").format(problem=p) for p in data.problems]
     for name, stage in m.stages.items():
         if stage.status in ("failed", "interrupted"):
-            caveats.append(
-                f"stage {name} {stage.status}" + (f": {stage.error}" if stage.error else "")
-            )
+            status = words.get(stage.status, stage.status)
+            if stage.error:
+                caveats.append(
+                    _("stage {stage} {status}: {error}").format(
+                        stage=name, status=status, error=stage.error
+                    )
+                )
+            else:
+                caveats.append(_("stage {stage} {status}").format(stage=name, status=status))
     if (spec or {}).get("cluster", {}).get("gpu") == "cpu":
         caveats.append(
-            "this run used CPUs, not GPUs: its numbers say nothing about GPU performance"
+            _("this run used CPUs, not GPUs: its numbers say nothing about GPU performance")
         )
     if m.imported_from:
         caveats.append(
-            f"imported from {m.imported_from.tool} ({m.imported_from.file}); definitions differ as listed"
+            _("imported from {tool} ({file}); definitions differ as listed").format(
+                tool=m.imported_from.tool, file=m.imported_from.file
+            )
         )
 
     baselines = [RunData.load(Run.open(p)) for p in compare]
@@ -141,7 +165,7 @@ def build(
     for b in baselines:
         deltas += compare_runs(b, data)
 
-    competitors = _competitors(spec, run_path, m.poc, caveats)
+    competitors = _competitors(spec, run_path, m.poc, caveats, _)
     comparisons: list[CompetitorComparison] = []
     sections: list[Section] = []
     serving_rows = []
@@ -150,7 +174,13 @@ def build(
         slos = _slos(spec, workload)
         tpot = [s for s in slos if s.get("metric") == "tpot_ms"]
         min_inter = 1000.0 / min(s["max_ms"] for s in tpot) if tpot else None
-        label = f"SLO: TPOT p{tpot[0]['percentile']:g} ≤ {tpot[0]['max_ms']:g} ms" if tpot else None
+        label = (
+            _("SLO: TPOT p{percentile} ≤ {max_ms} ms").format(
+                percentile=f"{tpot[0]['percentile']:g}", max_ms=f"{tpot[0]['max_ms']:g}"
+            )
+            if tpot
+            else None
+        )
         failing = [
             p.id
             for p in result.points
@@ -165,7 +195,7 @@ def build(
                 bres = b.serving[workload][0]
                 others.append(
                     (
-                        f"baseline {b.run.manifest.run_id}",
+                        _("baseline {run_id}").format(run_id=b.run.manifest.run_id),
                         bres,
                         _gpus(b.run.manifest.spec, bres.gpus),
                     )
@@ -188,17 +218,31 @@ def build(
                 )
                 for d in r.differences:
                     caveats.append(
-                        f"{comp['name']} ({r.tool}) {d.metric}: {d.theirs}; ours {d.ours} — {d.effect}"
+                        _("{name} ({tool}) {metric}: {theirs}; ours {ours} — {effect}").format(
+                            name=comp["name"],
+                            tool=r.tool,
+                            metric=d.metric,
+                            theirs=d.theirs,
+                            ours=d.ours,
+                            effect=d.effect,
+                        )
                     )
         for p in result.points:
             if p.client_limited:
                 caveats.append(
-                    f"{workload} {p.id}: the load generator, not the server, was the limit ({'; '.join(p.caveats)})"
+                    _(
+                        "{workload} {point}: the load generator, not the server, was the limit"
+                        " ({caveats})"
+                    ).format(workload=workload, point=p.id, caveats="; ".join(p.caveats))
                 )
             elif p.caveats:
                 caveats += [f"{workload} {p.id}: {c}" for c in p.caveats]
         for d in result.differences:
-            caveats.append(f"{result.tool} {d.metric}: {d.theirs}; ours {d.ours} — {d.effect}")
+            caveats.append(
+                _("{tool} {metric}: {theirs}; ours {ours} — {effect}").format(
+                    tool=result.tool, metric=d.metric, theirs=d.theirs, ours=d.ours, effect=d.effect
+                )
+            )
         rows = []
         for p in result.points:
             x = interactivity(p)
@@ -223,7 +267,7 @@ def build(
         serving_rows.append({"workload": workload, "tool": result.tool, "gpus": gpus})
         sec = Section(
             id=f"serving-{workload}",
-            title=f"Serving — {workload}",
+            title=_("Serving — {workload}").format(workload=workload),
             body={
                 "rows": rows,
                 "result": result,
@@ -235,13 +279,15 @@ def build(
         sec.charts.append(
             Chart(
                 f"pareto-{workload}",
-                "Pareto",
-                charts.to_json(charts.pareto(result, gpus, others, min_inter, label, failing)),
+                _("Pareto"),
+                charts.to_json(charts.pareto(result, gpus, others, min_inter, label, failing, _=_)),
             )
         )
         sec.charts.append(
             Chart(
-                f"latency-{workload}", "Latency", charts.to_json(charts.latency_percentiles(result))
+                f"latency-{workload}",
+                _("Latency"),
+                charts.to_json(charts.latency_percentiles(result, _=_)),
             )
         )
         sections.append(sec)
@@ -249,31 +295,41 @@ def build(
     plan = read_plan(run_path)
     if plan is not None:
         gpus_of = {row["workload"]: row["gpus"] for row in serving_rows}
-        planned = planner.compare(plan, data, gpus_of)
+        planned = planner.compare(plan, data, gpus_of, _=_)
         if planned["rows"]:
-            sections.append(Section("planner", "Planner: predicted vs measured", body=planned))
+            sections.append(Section("planner", _("Planner: predicted vs measured"), body=planned))
     if data.training is not None:
         sections.append(
             Section(
                 "training",
-                "Training",
-                [Chart("loss", "Loss", charts.to_json(charts.loss_curve(data.training)))],
+                _("Training"),
+                [Chart("loss", _("Loss"), charts.to_json(charts.loss_curve(data.training, _=_)))],
                 {"result": data.training},
             )
         )
     if data.kernels is not None and data.kernels.rows:
         if not data.kernels.timed:
             caveats.append(
-                "kernel times were not measured on a GPU (interpreter): % of roofline is not meaningful"
+                # a literal % is written %% and formatted away (as the template's _() does)
+                _(
+                    "kernel times were not measured on a GPU (interpreter): %% of roofline is"
+                    " not meaningful"
+                )
+                % {}
             )
-        bars = [Chart("kernels", "Kernels", charts.to_json(charts.kernel_bars(data.kernels)))]
+        bars = [
+            Chart("kernels", _("Kernels"), charts.to_json(charts.kernel_bars(data.kernels, _=_)))
+        ]
         sections.append(
             Section(
-                "kernels", "Kernels", bars if data.kernels.timed else [], {"result": data.kernels}
+                "kernels",
+                _("Kernels"),
+                bars if data.kernels.timed else [],
+                {"result": data.kernels},
             )
         )
     if data.cluster is not None or data.collectives:
-        sec = Section("cluster", "Cluster")
+        sec = Section("cluster", _("Cluster"))
         if data.cluster is not None:
             hosts = sorted({c.host for c in data.cluster.checks})
             names = list(dict.fromkeys(c.check for c in data.cluster.checks))
@@ -283,8 +339,8 @@ def build(
             sec.charts.append(
                 Chart(
                     "collectives",
-                    "Collectives",
-                    charts.to_json(charts.collective_curves(data.collectives)),
+                    _("Collectives"),
+                    charts.to_json(charts.collective_curves(data.collectives, _=_)),
                 )
             )
             sec.body["collectives"] = data.collectives
@@ -294,15 +350,21 @@ def build(
         if v.verdict != "pass" and v.note:
             caveats.append(f"{v.criterion}: {v.note}")
     verdict = overall(verdicts)
-    summary = _summary(verdict, verdicts, data, serving_rows)
+    summary = _summary(verdict, verdicts, data, serving_rows, _, Formats(lang))
     redactor = Redactor.for_spec(None)
     return {
-        "title": f"{m.poc} — POC results",
+        "title": _("{poc} — POC results").format(poc=m.poc),
         "customer": ((spec or {}).get("poc") or {}).get("customer"),
         "description": ((spec or {}).get("poc") or {}).get("description"),
         "manifest": m,
         "spec_json": redactor.text(json.dumps(spec, indent=2)) if spec else None,
         "verdict": verdict,
+        "banner": {
+            "pass": _("PASS"),
+            "fail": _("FAIL"),
+            "inconclusive": _("INCONCLUSIVE"),
+            "none": _("NO CRITERIA"),
+        }[verdict],
         "summary": summary,
         "verdicts": verdicts,
         "sections": sections,
@@ -311,35 +373,72 @@ def build(
         "provenance": data.provenance,
         "verify": report,
         "caveats": list(dict.fromkeys(caveats)),
+        "words": words,
         "languages": [],
     }
 
 
+def _words(_: Callable[[str], str]) -> dict[str, str]:
+    """How the page names the kit's enumerated values (verdicts, changes, statuses, bounds);
+    the values themselves stay English in CSS classes and ids."""
+    return {
+        "pass": _("pass"),
+        "fail": _("fail"),
+        "inconclusive": _("inconclusive"),
+        "warn": _("warn"),
+        "skip": _("skip"),
+        "better": _("better"),
+        "worse": _("worse"),
+        "same": _("same"),
+        "running": _("running"),
+        "complete": _("complete"),
+        "failed": _("failed"),
+        "interrupted": _("interrupted"),
+        "skipped": _("skipped"),
+        "memory": _("memory"),
+        "compute": _("compute"),
+    }
+
+
 def _summary(
-    verdict: str, verdicts: list[CriterionVerdict], data: RunData, serving: list[dict]
+    verdict: str,
+    verdicts: list[CriterionVerdict],
+    data: RunData,
+    serving: list[dict],
+    _: Callable[[str], str],
+    formats: Formats,
 ) -> str:
     n = len(verdicts)
     counts = {k: sum(v.verdict == k for v in verdicts) for k in ("pass", "fail", "inconclusive")}
     if verdict == "none":
-        head = "No acceptance criteria are set for this run."
+        head = _("No acceptance criteria are set for this run.")
     elif verdict == "pass":
-        head = f"PASS: all {n} acceptance criteria are met."
+        head = _("PASS: all {n} acceptance criteria are met.").format(n=n)
     elif verdict == "fail":
         failed = ", ".join(v.criterion for v in verdicts if v.verdict == "fail")
-        head = f"FAIL: {counts['fail']} of {n} acceptance criteria are not met ({failed})."
-    else:
-        head = (
-            f"INCONCLUSIVE: {counts['pass']} of {n} criteria pass, none fails, "
-            f"{counts['inconclusive']} cannot be decided with the data at hand."
+        head = _("FAIL: {failed} of {n} acceptance criteria are not met ({criteria}).").format(
+            failed=counts["fail"], n=n, criteria=failed
         )
+    else:
+        head = _(
+            "INCONCLUSIVE: {passed} of {n} criteria pass, none fails, "
+            "{undecided} cannot be decided with the data at hand."
+        ).format(passed=counts["pass"], n=n, undecided=counts["inconclusive"])
     parts = [head]
     for s in serving:
         result = data.serving[s["workload"]][0]
         best = max((throughput_per_gpu(p, s["gpus"]) or 0.0 for p in result.points), default=0.0)
         if best:
             parts.append(
-                f"Workload {s['workload']}: up to {best:,.0f} output tokens/s per GPU over "
-                f"{len(result.points)} load points ({s['tool']})."
+                _(
+                    "Workload {workload}: up to {best} output tokens/s per GPU over "
+                    "{points} load points ({tool})."
+                ).format(
+                    workload=s["workload"],
+                    best=formats.num(round(best)),
+                    points=len(result.points),
+                    tool=s["tool"],
+                )
             )
     return " ".join(parts)
 
