@@ -43,6 +43,7 @@ class Gpu:
     nic_gbs: float  # scale-out bandwidth per GPU on that platform, one direction, GB/s
     fp8_format: str
     matrix_eff: float  # achievable fraction of the dense matrix peak (large BF16 GEMM)
+    fp8_matrix_eff: float  # the same for a large FP8 GEMM over fp8_tflops
     hbm_eff: float  # achievable fraction of hbm_tbs (BabelStream Triad)
     link_eff: float  # 8-GPU all-reduce busbw over link_gbs (ring algorithm)
     source: str  # where the peaks come from

@@ -34,7 +34,7 @@ def test_plan_meets_the_ttft_slo(isl, osl, ttft_ms, tpot_ms):
     """The chosen ratio's TTFT (queue + prefill + KV transfer) is within the SLO."""
     p = plan(ttft_ms, tpot_ms, isl, osl)
     assert p.why is None
-    assert p.ttft_ms <= ttft_ms
+    assert p.ttft_ms <= ttft_ms * (1 + 1e-9)  # at the SLO exactly when the queue is full
 
 
 def test_kv_sent_per_request_is_the_prompts_cache():

@@ -37,6 +37,7 @@ class GPU(BaseModel):
     nic_gbs: float = Field(ge=0)
     fp8_format: str
     matrix_eff: Fraction
+    fp8_matrix_eff: Fraction
     hbm_eff: Fraction
     link_eff: Fraction
     source: str
@@ -48,7 +49,9 @@ class GPU(BaseModel):
             raise ValueError(f"{self.name}: topology 'none' is for the cpu entry only")
         if self.topology == "mesh" and self.gpus_per_node < 2:
             raise ValueError(f"{self.name}: a mesh needs gpus_per_node >= 2")
-        if self.is_gpu and not all((self.matrix_eff, self.hbm_eff, self.link_eff)):
+        if self.is_gpu and not all(
+            (self.matrix_eff, self.fp8_matrix_eff, self.hbm_eff, self.link_eff)
+        ):
             raise ValueError(f"{self.name}: a GPU's achievable fractions must be above 0")
         if self.fp4_tflops and self.fp4_tflops < self.fp8_tflops:
             raise ValueError(f"{self.name}: fp4_tflops below fp8_tflops")

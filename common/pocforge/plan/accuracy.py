@@ -178,6 +178,7 @@ def _pct(value: float | None) -> str:
 # --------------------------------------------------------------------------- fitting
 GRID = {
     "serving.decode_efficiency": [x / 20 for x in range(4, 21)],
+    "serving.kv_read_efficiency": [x / 20 for x in range(2, 21)],
     "serving.moe_efficiency": [x / 20 for x in range(2, 21)],
     "training.gemm_share": [x / 20 for x in range(8, 21)],
     "training.moe_efficiency": [x / 40 for x in range(1, 41)],

@@ -48,7 +48,8 @@ class Device:
         if self.is_cpu:
             return calibration()["cpu"]["tflops"] * 1e12
         peak = self.peak_flops(precision)
-        return peak * self.gpu.matrix_eff
+        low = precision in ("fp8", "fp4")  # fp4: no published GEMM fraction; fp8's
+        return peak * (self.gpu.fp8_matrix_eff if low else self.gpu.matrix_eff)
 
     def peak_flops(self, precision: str) -> float:
         if self.is_cpu:

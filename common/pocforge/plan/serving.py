@@ -134,8 +134,9 @@ class Serving:
         """Seconds of one forward of ``tokens`` tokens (the whole replica's batch) through one
         pipeline stage, each attending to ``context`` tokens; and what bounds it. The routed
         experts run at ``moe_efficiency`` of the rates (grouped GEMMs of a few rows per
-        expert, and the busiest EP rank sets the pace); a decode step reaches
-        ``decode_efficiency`` of the roofline (small-batch kernels, paged attention)."""
+        expert, and the busiest EP rank sets the pace); paged attention reads the KV cache
+        at ``kv_read_efficiency`` of the bandwidth (gathers of scattered blocks); a decode
+        step reaches ``decode_efficiency`` of the roofline (small-batch kernels)."""
         shape, layout, dev = self.shape, self.layout, self.device
         cal = serving_calibration()
         per_gpu = 1 / (layout.pp * layout.gpus / layout.pp)
@@ -153,6 +154,7 @@ class Serving:
             kv_read = tokens / groups * context
             kv_read *= kv_bytes_per_token_per_gpu(shape, layout, self.kv_dtype)
         other, experts = self._stage_weights_read(tokens)
+        kv_read /= cal["kv_read_efficiency"]
         memory = (other + experts / moe_eff + kv_read) / dev.mem_bw
         if not prefill:
             compute /= cal["decode_efficiency"]
