@@ -85,20 +85,88 @@ def only_run(root: Path, name: str) -> Path:
     return run
 
 
-def test_run_serves_trains_reports_and_judges(tmp_path):
-    root = workspace(tmp_path, "e2e", training=True, num_prompts=12, concurrency=[1, 2])
-    result = subprocess.run(
-        [POCFORGE, "run", "e2e"], cwd=root, capture_output=True, text=True, timeout=800
+@pytest.fixture(scope="module")
+def interrupted_then_resumed(tmp_path_factory):
+    """``pocforge run`` of a POC with kernels, serving and training, stopped with Ctrl-C once
+    the first sweep point has three requests done, then ``--resume``d to the end: one run
+    that both claims below read (two vLLM starts, not four)."""
+    root = workspace(
+        tmp_path_factory.mktemp("run"),
+        "e2e",
+        training=True,
+        num_prompts=60,
+        concurrency=[1, 2],
+        osl=32,
     )
+    proc = subprocess.Popen(
+        [POCFORGE, "run", "e2e"],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        records = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            found = list((root / "results" / "e2e").glob("*/serving/chat/requests-c1.jsonl"))
+            if found and len(found[0].read_text().splitlines()) >= 3:
+                records = found[0]
+                break
+            time.sleep(0.2)
+        assert records is not None, "the sweep never got under way"
+        proc.send_signal(signal.SIGINT)
+        output, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    run = only_run(root, "e2e")
+    stopped = {
+        "code": proc.returncode,
+        "output": output,
+        "manifest": manifest(run),
+        "kept": len(records.read_text().splitlines()),
+    }
+    resumed = subprocess.run(
+        [POCFORGE, "run", "e2e", "--resume", run.name],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=800,
+    )
+    return {"root": root, "run": run, "stopped": stopped, "resumed": resumed}
+
+
+def test_ctrl_c_keeps_finished_requests_and_resume_reruns_the_stage(interrupted_then_resumed):
+    """Ctrl-C: exit 130, no traceback, the way to resume printed, the run and its serving
+    stage interrupted with every finished request on disk; the resume kept that attempt
+    beside the new one."""
+    stopped, run = interrupted_then_resumed["stopped"], interrupted_then_resumed["run"]
+    assert stopped["code"] == 130, stopped["output"][-3000:]
+    assert "Traceback" not in stopped["output"] and "--resume" in stopped["output"]
+    m = stopped["manifest"]
+    assert m["status"] == "interrupted" and m["stages"]["serving"]["status"] == "interrupted"
+    assert m["stages"]["kernels"]["status"] == "complete"  # the stage before it is kept
+    assert 3 <= stopped["kept"] < 60  # every finished request is on disk, the sweep did not finish
+    m = manifest(run)
+    assert m["stages"]["serving.attempt-1"]["status"] == "interrupted"
+    first = run / "serving.attempt-1" / "chat" / "requests-c1.jsonl"
+    assert len(first.read_text().splitlines()) == stopped["kept"]
+
+
+def test_the_resumed_run_serves_trains_reports_and_judges(interrupted_then_resumed):
+    root, run = interrupted_then_resumed["root"], interrupted_then_resumed["run"]
+    result = interrupted_then_resumed["resumed"]
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "overall: PASS" in result.stdout
+    assert "kernels: complete" in result.stdout  # done before the interrupt, not redone
 
-    run = only_run(root, "e2e")
     m = manifest(run)
     assert m["status"] == "complete"
     assert {k: v["status"] for k, v in m["stages"].items()} == {
         "kernels": "complete",
         "serving": "complete",
+        "serving.attempt-1": "interrupted",
         "training": "complete",
     }
     kernels = json.loads((run / "kernels" / "results.json").read_text())
@@ -106,7 +174,7 @@ def test_run_serves_trains_reports_and_judges(tmp_path):
     summary = json.loads((run / "serving" / "chat" / "summary.json").read_text())
     assert [p["status"] for p in summary["points"]] == ["ok", "ok"]
     records = (run / "serving" / "chat" / "requests-c1.jsonl").read_text().splitlines()
-    assert len(records) == 12
+    assert len(records) == 60
     training = json.loads((run / "training" / "summary.json").read_text())
     assert training["world_size"] == 2 and len(training["loss_curve"]) == 3
     assert (run / "dashboard.html").stat().st_size > 100_000  # plotly inlined: works offline
@@ -120,62 +188,6 @@ def test_run_serves_trains_reports_and_judges(tmp_path):
     html = (run / "dashboard.html").read_text()
     assert "Planner: predicted vs measured" in html and "Median absolute throughput error" in html
 
-    verify = subprocess.run(
-        [POCFORGE, "results", "verify", str(run)], cwd=root, capture_output=True, text=True
-    )
-    assert verify.returncode == 0, verify.stdout + verify.stderr
-
-
-def test_ctrl_c_keeps_finished_requests_and_resume_finishes(tmp_path):
-    root = workspace(tmp_path, "stop", training=False, num_prompts=120, concurrency=[1], osl=32)
-    proc = subprocess.Popen(
-        [POCFORGE, "run", "stop"],
-        cwd=root,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 600
-        records = None
-        while time.monotonic() < deadline and proc.poll() is None:
-            found = list((root / "results" / "stop").glob("*/serving/chat/requests-c1.jsonl"))
-            if found and len(found[0].read_text().splitlines()) >= 3:
-                records = found[0]
-                break
-            time.sleep(0.2)
-        assert records is not None, "the sweep never got under way"
-        proc.send_signal(signal.SIGINT)
-        output, _ = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, output[-3000:]
-    assert "Traceback" not in output and "--resume" in output
-
-    run = only_run(root, "stop")
-    m = manifest(run)
-    assert m["status"] == "interrupted" and m["stages"]["serving"]["status"] == "interrupted"
-    kept = len(records.read_text().splitlines())
-    assert 3 <= kept < 120  # every finished request is on disk, the sweep did not finish
-
-    resumed = subprocess.run(
-        [POCFORGE, "run", "stop", "--resume", run.name],
-        cwd=root,
-        capture_output=True,
-        text=True,
-        timeout=800,
-    )
-    assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
-    m = manifest(run)
-    assert m["status"] == "complete"
-    assert m["stages"]["serving"]["status"] == "complete"
-    assert m["stages"]["serving.attempt-1"]["status"] == "interrupted"  # the first attempt is kept
-    assert (
-        len((run / "serving.attempt-1" / "chat" / "requests-c1.jsonl").read_text().splitlines())
-        == kept
-    )
-    assert len((run / "serving" / "chat" / "requests-c1.jsonl").read_text().splitlines()) == 120
     verify = subprocess.run(
         [POCFORGE, "results", "verify", str(run)], cwd=root, capture_output=True, text=True
     )
