@@ -147,3 +147,30 @@ def test_chinese_dashboard_formats_the_date_for_the_locale(demo_run: Run) -> Non
     assert re.match(r"\d{4}年\d{1,2}月\d{1,2}日 \d{2}:\d{2}:\d{2}$", shown)
     assert f"{shown} UTC" in page
     assert demo_run.manifest.created_at[:19].replace("T", " ") not in page
+
+
+def test_verdict_notes_reach_the_chinese_caveats_translated(demo_run: Run) -> None:
+    """The demo run has no training or kernel results: their criteria's notes (made in the
+    results package, English in the CLI) are caveats in Chinese on the zh-CN page, with
+    their values filled in."""
+    from pocforge.report.i18n import gettext_for
+    from pocforge.report.render import build
+
+    _ = gettext_for("zh-CN")
+    english = build(demo_run.path)["caveats"]
+    chinese = build(demo_run.path, lang="zh-CN")["caveats"]
+    assert any(c.endswith(": no training result") for c in english), english
+    assert any(c.endswith(": " + _("no training result")) for c in chinese), chinese
+    expected = _("no kernel result for {op}.{name}").format(op="rms_norm", name="max_rel_error")
+    assert any(c.endswith(expected) for c in chinese), chinese
+    assert not any("no training result" in c or "no kernel result" in c for c in chinese)
+
+
+def test_a_dashboard_in_another_language_is_not_an_extra_file_of_the_run(demo_run: Run) -> None:
+    """Dashboards are rebuilt from the run in any language: verify counts none of them."""
+    from pocforge.results.verify import verify
+
+    render(demo_run.path)
+    render(demo_run.path, lang="zh-CN")
+    report = verify(demo_run.path)
+    assert not report.extra, report.extra

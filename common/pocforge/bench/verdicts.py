@@ -27,6 +27,7 @@ import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from pocforge.bench.run_metrics import DISTRIBUTION_METRICS, SCALAR_METRICS
+from pocforge.messages import N_
 from pocforge.metrics import STATISTICS, metric
 from pocforge.stats import (
     Decision,
@@ -147,7 +148,7 @@ def judge(
                 margin=None,
                 margin_pct=None,
                 n=0,
-                note="no successful requests",
+                note=N_("no successful requests"),
             )
         est = statistic(np.concatenate(groups), slo.statistic)
         mg, mp = margin(est)
@@ -192,7 +193,7 @@ def judge(
             margin=None,
             margin_pct=None,
             n=0,
-            note="metric not available",
+            note=N_("metric not available"),
         )
     ci = t_interval(vals)
     if ci is None:
@@ -209,7 +210,7 @@ def judge(
             margin=mg,
             margin_pct=mp,
             n=1,
-            note="one repeat: no interval; use --repeats >= 2 for one",
+            note=N_("one repeat: no interval; use --repeats >= 2 for one"),
         )
     est, lo, hi = ci
     mg, mp = margin(est)

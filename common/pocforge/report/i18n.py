@@ -119,21 +119,26 @@ class Formats:
 # --------------------------------------------------------------------------- catalogs
 REPORT = Path(__file__).parent
 BABEL_CFG = REPORT / "babel.cfg"
+# Notes other packages hand the dashboard, marked with pocforge.messages.N_
+NOTE_SOURCES = (
+    REPORT.parent / "results" / "verdicts.py",
+    REPORT.parent / "bench" / "verdicts.py",
+)
+KEYWORDS = {"_": None, "gettext": None, "N_": None}
 
 
 def extracted() -> list[str]:
     """Every message the dashboard can show, as ``pybabel extract -F babel.cfg`` finds
     them in the report's templates and Python."""
-    from babel.messages.extract import extract_from_dir
+    from babel.messages.extract import extract_from_dir, extract_from_file
     from babel.messages.frontend import parse_mapping_cfg
 
     with BABEL_CFG.open() as fp:
         method_map, options_map = parse_mapping_cfg(fp, BABEL_CFG)
-    found = extract_from_dir(str(REPORT), method_map, options_map)
-    messages = []
-    for _filename, _lineno, message, _comments, _context in found:
-        messages.append(message if isinstance(message, str) else message[0])
-    return sorted(set(messages))
+    found = [m[2] for m in extract_from_dir(str(REPORT), method_map, options_map)]
+    for source in NOTE_SOURCES:
+        found += [m[1] for m in extract_from_file("python", str(source), keywords=KEYWORDS)]
+    return sorted({m if isinstance(m, str) else m[0] for m in found})
 
 
 def untranslated(lang: str) -> list[str]:

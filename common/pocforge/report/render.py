@@ -18,6 +18,7 @@ from typing import Any
 
 import jinja2
 
+from pocforge.messages import join
 from pocforge.report import charts, planner
 from pocforge.report.i18n import (
     LANGUAGES,
@@ -347,8 +348,8 @@ def build(
         sections.append(sec)
 
     for v in verdicts:
-        if v.verdict != "pass" and v.note:
-            caveats.append(f"{v.criterion}: {v.note}")
+        if v.verdict != "pass" and v.notes:
+            caveats.append(f"{v.criterion}: {join(v.notes, _)}")
     verdict = overall(verdicts)
     summary = _summary(verdict, verdicts, data, serving_rows, _, Formats(lang))
     redactor = Redactor.for_spec(None)

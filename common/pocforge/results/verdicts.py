@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from pocforge.messages import N_, Note, join
 from pocforge.metrics import judgeable, metric
 from pocforge.results.schema import (
     CollectiveResult,
@@ -49,7 +50,12 @@ class PointVerdict(BaseModel):
     ci_high: float | None = None
     method: str = "none"
     n: int = 0
-    note: str | None = None
+    notes: list[Note] = Field(default_factory=list)
+
+    @property
+    def note(self) -> str | None:
+        """The notes in English, as the CLI prints them."""
+        return join(self.notes)
 
 
 class CriterionVerdict(BaseModel):
@@ -67,12 +73,21 @@ class CriterionVerdict(BaseModel):
     method: str = "none"
     n: int = 0
     point: str | None = Field(None, description="Sweep point the verdict is reported at.")
-    note: str | None = None
+    notes: list[Note] = Field(default_factory=list)
     per_point: list[PointVerdict] = Field(default_factory=list)
 
+    @property
+    def note(self) -> str | None:
+        """The notes in English, as the CLI prints them (the dashboard translates them)."""
+        return join(self.notes)
 
-def _none(point: str | None, note: str) -> PointVerdict:
-    return PointVerdict(point=point, verdict="inconclusive", note=note)
+
+def _note(template: str, **args) -> Note:
+    return Note(template=template, args=args)
+
+
+def _none(point: str | None, template: str, **args) -> PointVerdict:
+    return PointVerdict(point=point, verdict="inconclusive", notes=[_note(template, **args)])
 
 
 # --------------------------------------------------------------------------- serving
@@ -103,12 +118,11 @@ def judge_point(
     from pocforge.bench.verdicts import SLO, judge
 
     if point.status == "failed":
-        return _none(point.id, "the point failed")
-    note95 = (
-        None
-        if abs(confidence - 0.95) < 1e-9
-        else (f"judged with the serving benchmark's 95% interval, not {confidence:.0%}")
-    )
+        return _none(point.id, N_("the point failed"))
+    extra: list[Note] = []
+    if abs(confidence - 0.95) >= 1e-9:
+        template = N_("judged with the serving benchmark's interval at 95%, not {confidence:.0%}")
+        extra.append(_note(template, confidence=confidence))
     slo = SLO(
         metric=metric,
         statistic=stat if metric in DISTRIBUTION_METRICS else "mean",
@@ -122,8 +136,8 @@ def judge_point(
         v = judge(slo, per_repeat_samples=[samples(g, metric) for g in groups], seed=seed)
         kept = sum(len(g) for g in groups)
         if kept < total:
-            sampled = f"bootstrap on an even sample of {kept:,} of {total:,} requests"
-            note95 = f"{note95}; {sampled}" if note95 else sampled
+            template = N_("bootstrap on an even sample of {kept:,} of {total:,} requests")
+            extra.append(_note(template, kept=kept, total=total))
     elif metric not in DISTRIBUTION_METRICS and point.per_repeat.get(metric):
         v = judge(slo, per_repeat_values=point.per_repeat[metric], seed=seed)
     if v is not None:
@@ -133,7 +147,8 @@ def judge_point(
             verdict = decide(op, threshold, v.estimate, v.estimate)
         else:
             verdict = "inconclusive"
-        note = "; ".join(n for n in (v.note, note95) if n) or None
+        # the serving benchmark's note is stored in English: a fixed one is a message
+        notes = ([_note(v.note)] if v.note else []) + extra
         return PointVerdict(
             point=point.id,
             verdict=verdict,
@@ -142,12 +157,12 @@ def judge_point(
             ci_high=v.ci_high,
             method=v.method,
             n=v.n,
-            note=note,
+            notes=notes,
         )
     key = stat if metric in DISTRIBUTION_METRICS else "value"
     estimate = point.metrics.get(metric, {}).get(key)
     if estimate is None:
-        return _none(point.id, f"{metric} {key} not reported")
+        return _none(point.id, N_("{metric} {key} not reported"), metric=metric, key=key)
     ci = point.ci.get(metric, {}).get(key)
     if ci is not None:
         return PointVerdict(
@@ -158,7 +173,7 @@ def judge_point(
             ci_high=ci[1],
             method="t-interval",
             n=point.repeats,
-            note="interval across repeats of the point statistic",
+            notes=[_note(N_("interval across repeats of the point statistic"))],
         )
     return PointVerdict(
         point=point.id,
@@ -166,7 +181,7 @@ def judge_point(
         estimate=estimate,
         method="point",
         n=1,
-        note="one value, no interval: a point verdict",
+        notes=[_note(N_("one value, no interval: a point verdict"))],
     )
 
 
@@ -200,7 +215,11 @@ def _serving(
                     PointVerdict(
                         point=None,
                         verdict="inconclusive",
-                        note=f"no serving result for workload {workload!r}",
+                        notes=[
+                            _note(
+                                N_("no serving result for workload {workload}"), workload=workload
+                            )
+                        ],
                     ),
                 )
             continue
@@ -217,7 +236,7 @@ def _serving(
         op_point = _operating_point({str(i): v for i, v in per_point.items()}, order)
         for i, c in items:
             at = next((pv for pv in per_point[i] if pv.point == op_point), None)
-            at = at or _none(None, "no sweep point completed")
+            at = at or _none(None, N_("no sweep point completed"))
             cv = _criterion(c, at)
             cv.per_point = per_point[i]
             if op_point and not all(
@@ -226,10 +245,10 @@ def _serving(
                 for pv in per_point[j]
                 if pv.point == op_point
             ):
-                extra = (
-                    f"no sweep point met every criterion of {workload!r}; reported at {op_point}"
+                template = N_(
+                    "no sweep point met every criterion of {workload}; reported at {point}"
                 )
-                cv.note = f"{cv.note}; {extra}" if cv.note else extra
+                cv.notes.append(_note(template, workload=workload, point=op_point))
             judged[i] = cv
     out = [judged[i] for i in sorted(judged)]
     return out
@@ -252,7 +271,7 @@ def _criterion(c: Any, pv: PointVerdict) -> CriterionVerdict:
         method=pv.method,
         n=pv.n,
         point=pv.point,
-        note=pv.note,
+        notes=list(pv.notes),
     )
 
 
@@ -265,7 +284,8 @@ def _not_judgeable(c: Any, section: str, name: str) -> CriterionVerdict | None:
     if name in judgeable(section):
         return None
     allowed = ", ".join(judgeable(section))
-    return _criterion(c, _none(None, f"{name!r} is not a judgeable {section} metric ({allowed})"))
+    template = N_("{name} is not a judgeable {section} metric ({allowed})")
+    return _criterion(c, _none(None, template, name=name, section=section, allowed=allowed))
 
 
 def _training(c: Any, result: TrainingResult | None) -> CriterionVerdict:
@@ -273,7 +293,7 @@ def _training(c: Any, result: TrainingResult | None) -> CriterionVerdict:
     if refused := _not_judgeable(c, "training", name):
         return refused
     if result is None:
-        return _criterion(c, _none(None, "no training result"))
+        return _criterion(c, _none(None, N_("no training result")))
     if name == "final_loss" and result.steps:
         tail = [s.loss for s in result.steps[-max(3, len(result.steps) // 10) :]]
         ci = t_interval(tail)
@@ -289,12 +309,12 @@ def _training(c: Any, result: TrainingResult | None) -> CriterionVerdict:
                     ci_high=hi,
                     method="t-interval",
                     n=len(tail),
-                    note=f"mean loss of the last {len(tail)} steps",
+                    notes=[_note(N_("mean loss of the last {n} steps"), n=len(tail))],
                 ),
             )
     value = getattr(result, name, None)
     if not isinstance(value, int | float):
-        return _criterion(c, _none(None, f"training result has no {name}"))
+        return _criterion(c, _none(None, N_("training result has no {name}"), name=name))
     return _criterion(
         c,
         PointVerdict(
@@ -320,12 +340,16 @@ def _kernels(c: Any, result: KernelResults | None) -> CriterionVerdict:
     if result is not None and not result.timed and metric("kernels", name).needs_gpu:
         return _criterion(
             c,
-            _none(None, f"{name} needs timed kernels; these ran untimed (the Triton interpreter)"),
+            _none(
+                None,
+                N_("{name} needs timed kernels; these ran untimed (the Triton interpreter)"),
+                name=name,
+            ),
         )
     rows = [r for r in (result.rows if result else []) if r.op == op]
     values = [getattr(r, name) for r in rows if isinstance(getattr(r, name, None), int | float)]
     if not values:
-        return _criterion(c, _none(None, f"no kernel result for {op}.{name}"))
+        return _criterion(c, _none(None, N_("no kernel result for {op}.{name}"), op=op, name=name))
     worst = _worst(c.op, values)  # the worst shape decides
     return _criterion(
         c,
@@ -335,7 +359,7 @@ def _kernels(c: Any, result: KernelResults | None) -> CriterionVerdict:
             estimate=float(worst),
             method="point",
             n=len(values),
-            note=f"worst of {len(values)} shapes",
+            notes=[_note(N_("worst of {n} shapes"), n=len(values))],
         ),
     )
 
@@ -355,9 +379,10 @@ def _collectives(c: Any, results: list[CollectiveResult]) -> CriterionVerdict:
         return refused
     match = [r for r in results if r.collective == coll]
     if not match:
-        return _criterion(c, _none(None, f"no collective result for {coll}"))
+        return _criterion(c, _none(None, N_("no collective result for {coll}"), coll=coll))
     rows = [row for r in match for row in r.rows]
-    note, n = None, 1
+    notes: list[Note] = []
+    n = 1
     if name == "pct_reference":
         judged = [(r, pct) for r in match if (pct := _pct_reference(r)) is not None]
         if not judged:
@@ -365,14 +390,17 @@ def _collectives(c: Any, results: list[CollectiveResult]) -> CriterionVerdict:
                 c,
                 _none(
                     None,
-                    f"no busbw reference stored with the {coll} results "
-                    "(none for this platform in the reference table, "
-                    "or imported results)",
+                    N_(
+                        "no busbw reference stored with the {coll} results (none for this "
+                        "platform in the reference table, or imported results)"
+                    ),
+                    coll=coll,
                 ),
             )
         value = _worst(c.op, [pct for _, pct in judged])
         runs = ", ".join(f"{r.host or r.scope or 'run'} {pct:.1f}%" for r, pct in judged)
-        note, n = f"worst of {len(judged)} runs against their reference ({runs})", len(judged)
+        template = N_("worst of {n} runs against their reference ({runs})")
+        notes, n = [_note(template, n=len(judged), runs=runs)], len(judged)
     elif name == "busbw_gbs":
         largest = max(rows, key=lambda r: r.bytes)
         value = float(largest.busbw_gbs)
@@ -386,7 +414,7 @@ def _collectives(c: Any, results: list[CollectiveResult]) -> CriterionVerdict:
             estimate=value,
             method="point",
             n=n,
-            note=note,
+            notes=notes,
         ),
     )
 
@@ -421,7 +449,7 @@ def judge_run(run: Any, criteria: list[Any] | None = None) -> list[CriterionVerd
         elif section == "collectives":
             out.append(_collectives(c, data.collectives))
         else:
-            out.append(_criterion(c, _none(None, f"unknown section {section!r}")))
+            out.append(_criterion(c, _none(None, N_("unknown section {section}"), section=section)))
     return out
 
 

@@ -8,6 +8,8 @@ still reads, and the dashboard lists them as caveats.
 
 from __future__ import annotations
 
+import re
+
 import os
 import socket
 from pathlib import Path
@@ -17,8 +19,9 @@ from pydantic import BaseModel, Field
 from pocforge import atomic
 from pocforge.results.store import MANIFEST, Run
 
-# Rebuilt from the run at any time (``pocforge report``), so not part of the manifest.
-DERIVED = frozenset({"dashboard.html", "dashboard.pdf"})
+# Rebuilt from the run at any time (``pocforge report``, in any language: dashboard.html,
+# dashboard.zh-CN.html, their PDFs), so not part of the manifest.
+DERIVED = re.compile(r"dashboard(\.[A-Za-z]{2}(-[A-Za-z0-9]+)?)?\.(html|pdf)")
 
 
 class Altered(BaseModel):
@@ -101,7 +104,7 @@ def verify(path: str | Path) -> VerifyReport:
 
     for file in sorted(p for p in path.rglob("*") if p.is_file()):
         rel = file.relative_to(path).as_posix()
-        if rel == MANIFEST or rel in m.files or rel in DERIVED:
+        if rel == MANIFEST or rel in m.files or DERIVED.fullmatch(rel):
             continue
         if atomic.is_temporary(file):
             report.incomplete.append(f"{rel} is a temporary file of an interrupted write")
