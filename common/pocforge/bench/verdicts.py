@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from pocforge.bench.run_metrics import DISTRIBUTION_METRICS, SCALAR_METRICS
 from pocforge.messages import N_
@@ -103,6 +103,10 @@ class Verdict(BaseModel):
     margin_pct: float | None
     n: int
     note: str | None = None
+    # the note as a message (its English template and values), for the dashboard to
+    # translate; None when the note is a fixed message itself
+    note_template: str | None = None
+    note_args: dict[str, str | int | float] = Field(default_factory=dict)
 
 
 def judge(
@@ -165,6 +169,8 @@ def judge(
                 margin_pct=mp,
                 n=n,
                 note=f"{n} samples; {slo.statistic} needs at least {need}",
+                note_template=N_("{n} samples; {statistic} needs at least {need}"),
+                note_args={"n": n, "statistic": slo.statistic, "need": need},
             )
         rng = np.random.default_rng(seed)
         lo, hi = bootstrap_interval(groups, slo.statistic, resamples, rng)

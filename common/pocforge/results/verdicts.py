@@ -147,8 +147,9 @@ def judge_point(
             verdict = decide(op, threshold, v.estimate, v.estimate)
         else:
             verdict = "inconclusive"
-        # the serving benchmark's note is stored in English: a fixed one is a message
-        notes = ([_note(v.note)] if v.note else []) + extra
+        # the serving benchmark's note: a fixed message, or a template and its values
+        own = _note(v.note_template, **v.note_args) if v.note_template else _note(v.note or "")
+        notes = ([own] if v.note else []) + extra
         return PointVerdict(
             point=point.id,
             verdict=verdict,
