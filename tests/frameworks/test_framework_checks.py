@@ -35,14 +35,22 @@ def load(name: str):
 
 def test_vllm_rejects_a_typo_and_a_bad_value_with_its_own_message():
     launches = []
-    for extra in ({}, {"max-num-seqz": 4}, {"max-num-seqs": "many"}):
+    for extra in (
+        {},
+        {"max-num-seqz": 4},
+        {"max-num-seqs": "many"},
+        {"max-num-seqs": -3},  # parses as an int: vLLM's SchedulerConfig refuses it
+        {"gpu-memory-utilization": 1.5},  # and its CacheConfig this
+    ):
         spec = load("demo")
         spec.serving.engine_args.update(extra)
         launches += ADAPTERS["vllm"].plan(spec, CTX)
     found = rejected("vllm", launches)
-    assert [index for index, _ in found] == [1, 2], found
+    assert [index for index, _ in found] == [1, 2, 3, 4], found
     assert "vLLM rejects the arguments: unrecognized arguments: --max-num-seqz" in found[0][1]
     assert "argument --max-num-seqs: invalid int value: 'many'" in found[1][1]
+    assert "--max-num-seqs -3: Input should be greater than or equal to 1" in found[2][1]
+    assert "--gpu-memory-utilization 1.5: Input should be less than or equal to 1" in found[3][1]
 
 
 def test_sglang_rejects_a_typo_and_accepts_the_multi_node_example():

@@ -181,3 +181,32 @@ def test_chinese_dashboard_pdf_embeds_a_cjk_font(dashboards: dict[str, Path], tm
     assert fonts and all(fonts.values()), fonts
     assert any("NotoSansCJK" in name for name in fonts), sorted(fonts)
     _keep(pdf)
+
+
+def test_markup_from_the_spec_renders_as_text_and_runs_nothing(tmp_path: Path) -> None:
+    """A customer name and a description carrying markup and a closing script tag (a
+    spec is written by people, results by tools) show as the text they are: no element is
+    made of them and no script of theirs runs."""
+    exe = _chromium_or_skip()
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from pocforge.spec import load_poc
+
+    spec = load_poc("demo")
+    spec.poc.customer = '<img src=x onerror="window.__pwned=1">ACME'
+    spec.poc.description = "</script><script>window.__pwned=2</script> & <b>bold</b>"
+    store = RunStore(tmp_path / "results")
+    run = store.create(spec)
+    run.finish()
+    html = render(run.path)
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=FLAGS)
+        page = browser.new_page()
+        page.goto(html.as_uri())
+        page.wait_for_function("document.body.dataset.chartsDrawn !== undefined", timeout=60_000)
+        assert page.evaluate("window.__pwned") is None
+        assert (
+            page.locator("img").count() == 0 and page.locator("p b", has_text="bold").count() == 0
+        )
+        text = page.locator("body").inner_text()
+        browser.close()
+    assert spec.poc.customer in text and spec.poc.description in text
