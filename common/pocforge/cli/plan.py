@@ -204,14 +204,35 @@ def resolve_model(value: str):
         raise click.BadParameter(str(exc.args[0])) from None
 
 
+def _model_and_gpu(command):
+    """The model and GPU options ``predict`` and ``disagg`` share."""
+    command = click.option(
+        "--gpu", "gpu_name", required=True, help="GPU type (the catalog's names)."
+    )(command)
+    return click.option(
+        "--model",
+        "model_name",
+        required=True,
+        help="Catalog name, Hugging Face id, model folder, config.json or facts file.",
+    )(command)
+
+
+def _lengths(isl: int, osl: int):
+    """``--isl`` and ``--osl`` with these defaults."""
+
+    def add(command):
+        command = click.option("--osl", type=click.IntRange(min=1), default=osl, show_default=True)(
+            command
+        )
+        return click.option("--isl", type=click.IntRange(min=1), default=isl, show_default=True)(
+            command
+        )
+
+    return add
+
+
 @plan_group.command("predict")
-@click.option(
-    "--model",
-    "model_name",
-    required=True,
-    help="Catalog name, Hugging Face id, model folder, config.json or facts file.",
-)
-@click.option("--gpu", "gpu_name", required=True, help="GPU type (the catalog's names).")
+@_model_and_gpu
 @click.option("--gpus", type=click.IntRange(min=1), help="GPUs in all (default: the layout's).")
 @click.option(
     "--gpus-per-node", type=click.IntRange(min=1), help="Default: the GPU's reference platform."
@@ -246,8 +267,7 @@ def resolve_model(value: str):
     type=click.Choice(["fp32", "bf16", "fp8"]),
     help="Default: fp8 with --precision fp8/fp4, else bf16.",
 )
-@click.option("--isl", type=click.IntRange(min=1), default=1024, show_default=True)
-@click.option("--osl", type=click.IntRange(min=1), default=1024, show_default=True)
+@_lengths(isl=1024, osl=1024)
 @click.option(
     "--concurrency",
     type=click.IntRange(min=1),
@@ -394,13 +414,7 @@ def predict_cmd(
 
 
 @plan_group.command("disagg")
-@click.option(
-    "--model",
-    "model_name",
-    required=True,
-    help="Catalog name, Hugging Face id, model folder, config.json or facts file.",
-)
-@click.option("--gpu", "gpu_name", required=True, help="GPU type (the catalog's names).")
+@_model_and_gpu
 @click.option(
     "--framework",
     type=click.Choice(["vllm", "sglang", "trtllm"]),
@@ -422,8 +436,7 @@ def predict_cmd(
 )
 @click.option("--decode-ep", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--decode-dp-attention", is_flag=True)
-@click.option("--isl", type=click.IntRange(min=1), default=4096, show_default=True)
-@click.option("--osl", type=click.IntRange(min=1), default=1024, show_default=True)
+@_lengths(isl=4096, osl=1024)
 @click.option(
     "--ttft-ms", type=click.FloatRange(min=0, min_open=True), required=True, help="TTFT SLO (p50)."
 )
