@@ -73,9 +73,7 @@ class TinyModel(Strict):
         "llama",
         description="Architecture of the tiny random-initialised model the kit builds locally.",
     )
-    seed: int = Field(
-        0, ge=0, description="Seed for weights and tokenizer: same seed, same bytes."
-    )
+    seed: int = Field(0, ge=0, description="Seed for weights and tokenizer: same seed, same bytes.")
 
 
 class WeightsStaging(Strict):
