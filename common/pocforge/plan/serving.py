@@ -139,7 +139,7 @@ class Serving:
         step reaches ``decode_efficiency`` of the roofline (small-batch kernels)."""
         shape, layout, dev = self.shape, self.layout, self.device
         cal = serving_calibration()
-        per_gpu = 1 / (layout.pp * layout.gpus / layout.pp)
+        per_gpu = 1 / layout.gpus  # the batch's work spread over the replica's GPUs
         groups = layout.attention_groups
         expert_matmul = shape.moe_layers * shape.top_k * shape.expert_params
         dense_flops = tokens * (

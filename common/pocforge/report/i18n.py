@@ -141,14 +141,14 @@ def extracted() -> list[str]:
     return sorted({m if isinstance(m, str) else m[0] for m in found})
 
 
-def untranslated(lang: str) -> list[str]:
+def untranslated(lang: str, messages: list[str] | None = None) -> list[str]:
     """The dashboard's messages ``lang``'s catalog lacks (or leaves empty or fuzzy)."""
     from babel.messages.pofile import read_po
 
     with (catalog_folder(lang) / f"{DOMAIN}.po").open("rb") as fp:
         catalog = read_po(fp, locale=babel_locale(lang))
     missing = []
-    for message in extracted():
+    for message in extracted() if messages is None else messages:
         entry = catalog.get(message)
         if entry is None or not entry.string or entry.fuzzy:
             missing.append(message)
@@ -163,11 +163,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="Fail on untranslated messages.")
     args = parser.parse_args(argv)
     bad = 0
+    messages = extracted()  # one pass over the sources for every language
     for lang in LANGUAGES[1:]:
-        missing = untranslated(lang)
-        print(
-            f"{lang}: {len(extracted()) - len(missing)} of {len(extracted())} messages translated"
-        )
+        missing = untranslated(lang, messages)
+        print(f"{lang}: {len(messages) - len(missing)} of {len(messages)} messages translated")
         for message in missing:
             print(f"  untranslated: {message!r}")
         bad += len(missing)

@@ -128,9 +128,6 @@ def _training(spec: PocSpec, shape, device, total: int, top: int, gpus_given: in
 def _training_launch(spec: PocSpec, layout, global_batch: int) -> list[str] | None:
     """The first node's training launch with ``layout``'s ZeRO stage and micro-batch (the
     global batch kept through gradient accumulation), from the DeepSpeed adapter."""
-    from pocforge.frameworks import LaunchContext
-    from pocforge.paths import workspace_root
-
     training = spec.training
     assert training is not None
     if layout.tp * layout.pp * layout.cp > 1:
@@ -140,20 +137,13 @@ def _training_launch(spec: PocSpec, layout, global_batch: int) -> list[str] | No
         update={"zero_stage": layout.zero, "micro_batch": layout.micro_batch, "grad_accum": accum}
     )
     variant = spec.model_copy(update={"training": changed}, deep=False)
-    try:
-        launches = plan_deployment(variant, "training", LaunchContext.local(workspace_root()))
-    except (ValueError, KeyError, RuntimeError, RuntimeSpecError):
-        return None
-    return [one.command() for one in launches if one.node_rank == 0][:1] or None
+    return _first_node(variant, "training")[:1] or None
 
 
 def _launch(spec: PocSpec, layout) -> list[str] | None:
     """The first node's launch of ``spec`` with ``layout`` as its parallelism, from the
     framework's adapter (None when the layout needs more than this spec's nodes, or the
     adapter refuses it: the plan still ranks it)."""
-    from pocforge.frameworks import LaunchContext
-    from pocforge.paths import workspace_root
-
     serving = spec.serving
     assert serving is not None
     par = serving.parallelism.model_copy(
@@ -168,9 +158,17 @@ def _launch(spec: PocSpec, layout) -> list[str] | None:
     variant = spec.model_copy(
         update={"serving": serving.model_copy(update={"parallelism": par})}, deep=False
     )
+    return _first_node(variant, "serving") or None
+
+
+def _first_node(variant: PocSpec, deployment: str) -> list[str]:
+    """Node 0's commands of ``deployment`` in its runtime; none when the runtime or the
+    adapter refuses the variant (the plan still ranks its layout)."""
+    from pocforge.frameworks import LaunchContext
+    from pocforge.paths import workspace_root
+
     try:
-        launches = plan_deployment(variant, "serving", LaunchContext.local(workspace_root()))
+        launches = plan_deployment(variant, deployment, LaunchContext.local(workspace_root()))
     except (ValueError, KeyError, RuntimeError, RuntimeSpecError):
-        return None
-    server = [one for one in launches if one.node_rank == 0]
-    return [one.command() for one in server] or None
+        return []
+    return [one.command() for one in launches if one.node_rank == 0]
