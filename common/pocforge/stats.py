@@ -107,6 +107,16 @@ def statistic_rows(draws: np.ndarray, name: str) -> np.ndarray:
     raise ValueError(f"unknown statistic {name!r}")
 
 
+def harmonic_mean(values: Iterable[float]) -> float:
+    """n / sum(1 / v) of positive rates: the rate of the whole when each value is the rate of
+    an equal amount of work (tokens per second of equal-sized steps), i.e. total work / total
+    time. The arithmetic mean of such rates over-weights the fast steps."""
+    arr = np.asarray(list(values), dtype=float)
+    if not arr.size or np.any(arr <= 0):
+        raise ValueError("harmonic mean needs at least one value, all positive")
+    return float(arr.size / np.sum(1.0 / arr))
+
+
 def describe(values: Iterable[float]) -> dict[str, float | None]:
     """Every statistic of STATISTICS plus the count ``n``; None everywhere when empty."""
     arr = np.asarray(list(values), dtype=float)

@@ -66,19 +66,37 @@ def test_pareto_and_interpolation_golden() -> None:
 
 
 def _result(name: str, pts: list[tuple[float, float]], gpus: int) -> ServingResult:
-    return ServingResult(workload="chat", tool="test", gpus=gpus, points=[
-        ServingPoint(id=f"c{i}", mode="concurrency", value=float(i),
-                     metrics={"tpot_ms": {"median": 1000.0 / x}, "output_throughput": {"value": y * gpus}})
-        for i, (x, y) in enumerate(pts)
-    ])
+    return ServingResult(
+        workload="chat",
+        tool="test",
+        gpus=gpus,
+        points=[
+            ServingPoint(
+                id=f"c{i}",
+                mode="concurrency",
+                value=float(i),
+                metrics={
+                    "tpot_ms": {"median": 1000.0 / x},
+                    "output_throughput": {"value": y * gpus},
+                },
+            )
+            for i, (x, y) in enumerate(pts)
+        ],
+    )
 
 
 def test_competitor_per_gpu_dollar_watt_golden() -> None:
     """Ours 8 GPUs, theirs 4: compared per GPU; $2 vs $4 per GPU-hour doubles our ratio."""
     ours = _result("ours", [(10, 1000), (20, 800), (40, 300)], gpus=8)
     theirs = _result("theirs", [(10, 500), (30, 400)], gpus=4)
-    c = compare_competitor("H200", ours, theirs, Cost(gpus=8, price_per_gpu_hour=2.0, power_w_per_gpu=750),
-                           Cost(gpus=4, price_per_gpu_hour=4.0, power_w_per_gpu=700), min_interactivity=15)
+    c = compare_competitor(
+        "H200",
+        ours,
+        theirs,
+        Cost(gpus=8, price_per_gpu_hour=2.0, power_w_per_gpu=750),
+        Cost(gpus=4, price_per_gpu_hour=4.0, power_w_per_gpu=700),
+        min_interactivity=15,
+    )
     assert c.ours_best == pytest.approx(800) and c.theirs_best == pytest.approx(400)
     assert c.ratio_best == pytest.approx(2.0)
     assert c.ratio_per_dollar == pytest.approx(4.0)

@@ -18,11 +18,46 @@ pytestmark = pytest.mark.process
 D = Path(__file__).resolve().parents[1] / "data" / "importers"
 SERVING = {
     # format: (files, point ids, last point: ttft p99 (median for MAD), tpot median, output tok/s, requests)
-    "vllm": ([D / "vllm-c1.json", D / "vllm-c4.json"], ["c1", "c4"], 35.26099257998567, 1.9466064999998405, 1336.7810252756185, 60),
-    "sglang": ([D / "sglang-c1.jsonl", D / "sglang-c4.jsonl"], ["c1", "c4"], 76.93996438000558, 6.522634933336728, 460.20505809307843, 60),
-    "aiperf": ([D / "aiperf/c1/profile_export_aiperf.json", D / "aiperf/c4/profile_export_aiperf.json"], ["c1", "c4"], 87.48512472999992, 10.657630638095236, 293.29262040705254, 60),
-    "guidellm": ([D / "guidellm/benchmarks.json"], ["c1", "c4"], 47.149658203125, 7.87967046101888, 449.7057128535855, 60),
-    "mad": ([D / "mad/perf_Kimi-K3.csv"], ["c1"], 528.9972266182303, 25.388604126196313, 8.090459471567009, 10),
+    "vllm": (
+        [D / "vllm-c1.json", D / "vllm-c4.json"],
+        ["c1", "c4"],
+        35.26099257998567,
+        1.9466064999998405,
+        1336.7810252756185,
+        60,
+    ),
+    "sglang": (
+        [D / "sglang-c1.jsonl", D / "sglang-c4.jsonl"],
+        ["c1", "c4"],
+        76.93996438000558,
+        6.522634933336728,
+        460.20505809307843,
+        60,
+    ),
+    "aiperf": (
+        [D / "aiperf/c1/profile_export_aiperf.json", D / "aiperf/c4/profile_export_aiperf.json"],
+        ["c1", "c4"],
+        87.48512472999992,
+        10.657630638095236,
+        293.29262040705254,
+        60,
+    ),
+    "guidellm": (
+        [D / "guidellm/benchmarks.json"],
+        ["c1", "c4"],
+        47.149658203125,
+        7.87967046101888,
+        449.7057128535855,
+        60,
+    ),
+    "mad": (
+        [D / "mad/perf_Kimi-K3.csv"],
+        ["c1"],
+        528.9972266182303,
+        25.388604126196313,
+        8.090459471567009,
+        10,
+    ),
 }
 
 

@@ -28,8 +28,14 @@ def test_manifest_v1_is_migrated(demo_run: Run) -> None:
     """A v1 manifest (files as path -> sha256, flat git facts) opens as v2 and verifies."""
     m = json.loads((demo_run.path / "run.json").read_text())
     kit = m.pop("kit")
-    v1 = {**m, "schema_version": 1, "files": {p: e["sha256"] for p, e in m["files"].items()},
-          "kit_version": kit["version"], "git_sha": kit["git_sha"], "git_dirty": kit["git_dirty"]}
+    v1 = {
+        **m,
+        "schema_version": 1,
+        "files": {p: e["sha256"] for p, e in m["files"].items()},
+        "kit_version": kit["version"],
+        "git_sha": kit["git_sha"],
+        "git_dirty": kit["git_dirty"],
+    }
     (demo_run.path / "run.json").write_text(json.dumps(v1))
     opened = Run.open(demo_run.path).manifest
     assert opened.schema_version == 2 and opened.kit.git_sha == kit["git_sha"]

@@ -146,6 +146,86 @@ def test_fp16_training_refused_on_cpu(load, good):
     assert "DeepSpeed refuses float16 on CPU" in msg
 
 
+# megatron ---------------------------------------------------------------------------------
+
+
+def megatron(good, **layout):
+    good.pop("serving")
+    good["acceptance"]["criteria"] = []
+    good["training"] = training(framework="megatron", megatron=layout)
+    return good
+
+
+@pytest.mark.parametrize(
+    ("layout", "changes", "expected"),
+    [
+        ({"tp": 3}, {}, "tp·pp·cp = 3·1·1 = 3 does not divide the 8 training GPUs"),
+        ({"pp": 8}, {"layers": 30}, "pp 8 does not divide the model's 30 layers"),
+        ({"tp": 2, "pp": 2, "vpp": 3}, {}, "32 layers do not split into pp·vpp = 6 chunks"),
+        ({"tp": 2, "vpp": 2}, {}, "virtual pipeline stages need pp > 1"),
+        ({"tp": 2, "cp": 2}, {"seq_len": 130}, "seq_len 130 must be divisible by 2·cp = 4"),
+        ({"sequence_parallel": True}, {}, "sequence parallelism needs tp > 1"),
+        ({"tp": 2, "ep": 2}, {}, "expert parallelism is for MoE models"),
+    ],
+)
+def test_megatron_layout_rules(load, good, layout, changes, expected):
+    data = megatron(good, **layout)
+    if "layers" in changes:
+        data["model"]["facts"]["layers"] = changes["layers"]
+    if "seq_len" in changes:
+        data["training"]["seq_len"] = changes["seq_len"]
+    msgs = messages(load, data)
+    assert any(expected in m for m in msgs), msgs
+
+
+def test_megatron_query_groups_must_fit_tp(load, good):
+    good["model"]["facts"]["kv_heads"] = 3
+    good["model"]["facts"]["heads"] = 48
+    msgs = messages(load, megatron(good, tp=8))
+    assert any("tp 8 and the model's 3 query groups" in m for m in msgs), msgs
+
+
+def test_megatron_experts_split_over_ep(load, good):
+    good["model"]["facts"] = dict(MOE_FACTS)
+    msgs = messages(load, megatron(good, tp=1, ep=3))
+    assert any("ep 3 does not divide the 256 experts" in m for m in msgs), msgs
+
+
+def test_megatron_good_moe_layout_loads(load, good):
+    good["model"]["facts"] = dict(MOE_FACTS)
+    spec = load(megatron(good, tp=1, ep=8))
+    assert spec.training.megatron.ep == 8
+
+
+def test_deepspeed_fields_refused_with_megatron(load, good):
+    data = megatron(good, tp=8)
+    data["training"]["zero_stage"] = 3
+    msgs = messages(load, data)
+    assert any("training.zero_stage: zero_stage is a DeepSpeed setting" in m for m in msgs), msgs
+
+
+def test_megatron_block_refused_with_deepspeed(load, good):
+    data = megatron(good, tp=8)
+    data["training"]["framework"] = "deepspeed"
+    msgs = messages(load, data)
+    assert any("the megatron block is for framework: megatron" in m for m in msgs), msgs
+
+
+def test_megatron_on_cpu_refuses_what_the_cpu_driver_cannot_run(load, good):
+    good["cluster"] = {"gpu": "cpu", "gpus_per_node": 2}
+    data = megatron(good, tp=2, sequence_parallel=True, distributed_optimizer=True)
+    msgs = messages(load, data)
+    assert any("training.dtype: Megatron on cpu trains float32 only" in m for m in msgs), msgs
+    for name in ("distributed_optimizer", "sequence_parallel"):
+        assert any(f"{name} needs a GPU node" in m for m in msgs), msgs
+
+
+def test_dataset_needs_path_and_tokenizer(load, good):
+    data = megatron(good, tp=8, data={"kind": "dataset", "path": "/data/x_text_document"})
+    msgs = messages(load, data)
+    assert any("a `dataset` needs both `path` and `tokenizer`" in m for m in msgs), msgs
+
+
 # hosts and names ----------------------------------------------------------------------------
 
 

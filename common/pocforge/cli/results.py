@@ -86,7 +86,11 @@ def schema_cmd(out: str) -> None:
     "--format",
     "fmt",
     required=True,
-    type=click.Choice(["vllm", "sglang", "aiperf", "guidellm", "mad", "nccl-tests", "rccl-tests"]),
+    # = pocforge.results.importers.FORMATS (a test keeps them equal; importing it here would
+    # load the result store on every CLI start)
+    type=click.Choice(
+        ["vllm", "sglang", "aiperf", "guidellm", "mad", "nccl-tests", "rccl-tests", "trtllm-bench"]
+    ),
     help="Tool that produced FILES.",
 )
 @click.option("--as", "as_ref", help="POC/RUN to store it as (default: imported/<new id>).")

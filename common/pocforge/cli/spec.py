@@ -161,7 +161,14 @@ def _summary(spec: PocSpec) -> str:
         parts.append(
             f"{spec.serving.framework} tp{par.tp} pp{par.pp} dp{par.dp} ep{par.ep}, {len(spec.serving.workloads)} workloads"
         )
-    if spec.training:
+    if spec.training and spec.training.framework == "megatron":
+        from pocforge.frameworks.megatron import data_parallel, layout_of
+
+        layout = layout_of(spec)
+        parts.append(
+            f"megatron tp{layout.tp} pp{layout.pp} cp{layout.cp} dp{data_parallel(spec)} ep{layout.ep}"
+        )
+    elif spec.training:
         parts.append(f"{spec.training.framework} ZeRO-{spec.training.zero_stage}")
     parts.append(f"{len(spec.acceptance.criteria)} criteria")
     return "; ".join(parts)

@@ -200,7 +200,7 @@ class ServingResult(Doc):
     kind: Literal["pocforge-serving"] = "pocforge-serving"
     schema_version: Literal[1] = 1
     workload: str
-    tool: str = Field(description="pocforge, vllm, sglang, aiperf, guidellm or mad.")
+    tool: str = Field(description="pocforge, vllm, sglang, aiperf, guidellm, mad or trtllm-bench.")
     tool_version: str | None = None
     source_file: str | None = None
     model: str | None = None

@@ -126,16 +126,34 @@ def _training(spec: PocSpec, shape, device, total: int, top: int, gpus_given: in
 
 
 def _training_launch(spec: PocSpec, layout, global_batch: int) -> list[str] | None:
-    """The first node's training launch with ``layout``'s ZeRO stage and micro-batch (the
-    global batch kept through gradient accumulation), from the DeepSpeed adapter."""
+    """The first node's training launch with ``layout`` (the global batch kept through
+    gradient accumulation): Megatron's arguments for a Megatron spec or any layout with
+    model parallelism (DeepSpeed runs data parallel only), else DeepSpeed's ZeRO stage and
+    micro-batch."""
+    from pocforge.spec.schema import MegatronLayout
+
     training = spec.training
     assert training is not None
-    if layout.tp * layout.pp * layout.cp > 1:
-        return None  # a Megatron layout: DeepSpeed runs data parallel only
     accum = max(1, global_batch // (layout.dp * layout.micro_batch))
-    changed = training.model_copy(
-        update={"zero_stage": layout.zero, "micro_batch": layout.micro_batch, "grad_accum": accum}
-    )
+    update: dict = {"micro_batch": layout.micro_batch, "grad_accum": accum}
+    if training.framework == "megatron" or layout.tp * layout.pp * layout.cp > 1:
+        before = training.megatron or MegatronLayout()
+        update["framework"] = "megatron"
+        update["megatron"] = before.model_copy(
+            update={
+                "tp": layout.tp,
+                "pp": layout.pp,
+                "cp": layout.cp,
+                "ep": layout.ep,
+                "vpp": layout.vpp if layout.vpp > 1 else None,
+                "recompute": layout.recompute,
+                "distributed_optimizer": layout.zero >= 1,
+                "sequence_parallel": before.sequence_parallel and layout.tp > 1,
+            }
+        )
+    else:
+        update["zero_stage"] = layout.zero
+    changed = training.model_copy(update=update)
     variant = spec.model_copy(update={"training": changed}, deep=False)
     return _first_node(variant, "training")[:1] or None
 

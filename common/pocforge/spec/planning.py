@@ -19,7 +19,7 @@ from pocforge.plan import (
     Training,
     TrainingPoint,
 )
-from pocforge.spec.schema import Lengths, PocSpec, ServingSpec, Workload
+from pocforge.spec.schema import Lengths, MegatronLayout, PocSpec, ServingSpec, Workload
 from pocforge.tiny_model.make import planned_config
 
 # model.quantization -> the planner's weight format (int8/AWQ/GPTQ: their weight bytes)
@@ -164,13 +164,30 @@ def training_model(spec: PocSpec, shape: Shape) -> tuple[Training, TrainingPoint
     training = spec.training
     assert training is not None
     world = training.world_size or spec.cluster.total_gpus
-    layout = Layout(
-        dp=world,
-        zero=training.zero_stage,
-        micro_batch=training.micro_batch,
-        offload=training.offload,
-    )
     precision = _DTYPE[training.dtype]
+    if training.framework == "megatron":
+        mega = training.megatron or MegatronLayout()
+        dp = max(1, world // mega.model_parallel)
+        layout = Layout(
+            tp=mega.tp,
+            pp=mega.pp,
+            cp=mega.cp,
+            dp=dp,
+            ep=mega.ep,
+            vpp=mega.vpp or 1,
+            zero=1 if mega.distributed_optimizer else 0,
+            micro_batch=training.micro_batch,
+            recompute=mega.recompute,
+        )
+        precision = "fp8" if mega.fp8 else precision
+    else:
+        dp = world
+        layout = Layout(
+            dp=world,
+            zero=training.zero_stage,
+            micro_batch=training.micro_batch,
+            offload=training.offload,
+        )
     model = Training(shape, layout, device_of(spec), training.framework, precision)
-    point = TrainingPoint(training.seq_len, training.micro_batch * training.grad_accum * world)
+    point = TrainingPoint(training.seq_len, training.micro_batch * training.grad_accum * dp)
     return model, point

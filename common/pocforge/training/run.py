@@ -38,23 +38,63 @@ def run_training(
     if spec.training is None:
         raise ValueError(f"{spec.name} has no training section")
     prepare_model(spec)
-    clear_stale_locks(EXTENSIONS_DIR)
-    launches = ADAPTERS["deepspeed"].plan(spec, ctx, out_dir=out_dir)
+    framework = spec.training.framework
+    if framework == "deepspeed":
+        clear_stale_locks(EXTENSIONS_DIR)
+    launches = ADAPTERS[framework].plan(spec, ctx, out_dir=out_dir)
     rank = ctx.node_rank if ctx.node_rank is not None else 0
     if len(launches) > 1 and ctx.node_rank is None:
         raise ValueError(
             f"{spec.name} trains on {len(launches)} nodes: run each node's part with --node-rank N"
         )
     (launch,) = [one for one in launches if one.node_rank == rank]
-    process = ManagedProcess(launch, out_dir / "train.log", workdir=out_dir)
+    log = out_dir / "train.log"
+    process = ManagedProcess(launch, log, workdir=out_dir)
     process.start()
+    interrupted = False
     try:
         code = process.wait(timeout_s or training_timeout_s(spec))
+    except KeyboardInterrupt:
+        interrupted, code = True, 130
     finally:
         process.stop()
     summary_file = out_dir / "summary.json"
+    if framework == "megatron":
+        return _megatron_result(spec, out_dir, log, code, interrupted, process)
+    if interrupted:
+        raise KeyboardInterrupt
     if code == 0 and rank > 0:
         return None
     if code != 0 or not summary_file.is_file():
         raise LaunchError(f"training exited with code {code}", code, process.log_tail())
     return TrainingSummary.model_validate_json(summary_file.read_text())
+
+
+def _megatron_result(
+    spec: PocSpec, out_dir: Path, log: Path, code: int | None, interrupted: bool, process
+) -> TrainingSummary | None:
+    """Megatron prints its iterations from the last rank: the node whose log has them
+    writes ``summary.json`` (also after a Ctrl-C or a failure, marked so, with every
+    iteration it logged); a node without them returns None when it exited cleanly."""
+    from pocforge import atomic
+    from pocforge.training.megatron_summary import (
+        has_iterations,
+        megatron_summary,
+        read_driver_facts,
+    )
+
+    text = log.read_text(errors="replace") if log.is_file() else ""
+    if has_iterations(text):
+        status = "interrupted" if interrupted else "completed" if code == 0 else "failed"
+        summary = megatron_summary(spec, text, read_driver_facts(out_dir), status)
+        atomic.write_text(out_dir / "summary.json", summary.model_dump_json(indent=2))
+        if interrupted:
+            raise KeyboardInterrupt
+        if code != 0:
+            raise LaunchError(f"training exited with code {code}", code, process.log_tail())
+        return summary
+    if interrupted:
+        raise KeyboardInterrupt
+    if code != 0:
+        raise LaunchError(f"training exited with code {code}", code, process.log_tail())
+    return None

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pocforge.metrics import METRICS
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: Megatron runs (parallel layout, framework's own figures)
 
 
 class StepRecord(BaseModel):
@@ -28,13 +28,17 @@ class TrainingSummary(BaseModel):
     schema_version: int = SCHEMA_VERSION
     kind: str = "training"
     status: str = Field(description="completed | failed | interrupted")
-    framework: str = "deepspeed"
-    framework_version: str
+    framework: str = Field("deepspeed", description="deepspeed | megatron")
+    framework_version: str = Field(description="As the run reported it; 'unknown' if it did not.")
     torch_version: str
     device: str = Field(description="cpu, or the GPU type from the catalog.")
     world_size: int
-    zero_stage: int
-    offload: str
+    zero_stage: int | None = Field(None, description="DeepSpeed's ZeRO stage (DeepSpeed runs).")
+    offload: str | None = Field(None, description="DeepSpeed's ZeRO offload (DeepSpeed runs).")
+    parallel: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Megatron's layout: tp, pp, cp, dp, ep, vpp, sequence_parallel, recompute, distributed_optimizer.",
+    )
     dtype: str
     micro_batch: int
     grad_accum: int
@@ -58,7 +62,13 @@ class TrainingSummary(BaseModel):
     peak_memory_kind: str = Field(description="device_allocated (GPU) or host_rss (CPU).")
     final_loss: float | None
     loss_curve: list[StepRecord]
-    ds_config: dict[str, Any]
+    ds_config: dict[str, Any] | None = Field(
+        None, description="DeepSpeed's config (DeepSpeed runs)."
+    )
+    reported: dict[str, float] = Field(
+        default_factory=dict,
+        description="The framework's own steady-state figures, as it printed them (Megatron: tflops_per_gpu from its own FLOP count, elapsed_ms).",
+    )
     definitions: dict[str, str]
 
 

@@ -28,6 +28,7 @@ FORMATS = {
     "mad": "mad",
     "nccl-tests": "nccl_tests",
     "rccl-tests": "nccl_tests",
+    "trtllm-bench": "trtllm_bench",
 }
 
 __all__ = ["FORMATS", "ResultImportError", "Imported", "import_files", "parse"]

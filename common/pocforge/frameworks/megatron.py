@@ -1,0 +1,297 @@
+"""Megatron-LM: spec -> Megatron-LM's command-line arguments and the launch per node.
+
+On GPU nodes every node runs ``torchrun`` for its own ranks with Megatron-LM's
+``pretrain_gpt.py`` (the ROCm/Megatron-LM and NGC containers keep the checkout at
+``/workspace/Megatron-LM``), or AMD Primus's ``examples/megatron/pretrain.py`` with an
+experiment file whose ``overrides`` are the same arguments. On a ``cpu`` cluster the ranks
+run the kit's own driver, ``pocforge.training.megatron_driver``, which trains with
+Megatron-Core on gloo and reads the same arguments (a subset), so one renderer serves
+both paths and the CPU test runs the arguments the GPU gets.
+
+Megatron-LM's argument parser (``megatron.training.arguments``) is not on the package
+registry; :meth:`MegatronAdapter.check` runs it where the node's interpreter has it and
+otherwise checks the layout with Megatron-Core's own ``TransformerConfig``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from pocforge.catalog import ModelFacts
+from pocforge.frameworks.argcheck.run import run_argcheck
+from pocforge.frameworks.base import LaunchContext, NodeLaunch, node_hosts
+from pocforge.spec import PocSpec
+from pocforge.spec.planning import facts_of
+from pocforge.spec.schema import MegatronLayout
+
+MASTER_PORT = 29500
+# Primus names its model files after the model (primus/configs/models/megatron/<name>.yaml).
+PRIMUS_MODELS = {
+    "meta-llama/Llama-3.1-8B": "llama3.1_8B",
+    "meta-llama/Llama-3.1-70B": "llama3.1_70B",
+    "meta-llama/Llama-3.1-405B": "llama3.1_405B",
+    "meta-llama/Llama-3.3-70B-Instruct": "llama3.3_70B",
+    "meta-llama/Meta-Llama-3-8B": "llama3_8B",
+    "meta-llama/Meta-Llama-3-70B": "llama3_70B",
+    "deepseek-ai/DeepSeek-V3": "deepseek_v3",
+    "mistralai/Mixtral-8x7B-v0.1": "mixtral_8x7B_v0.1",
+    "mistralai/Mixtral-8x22B-v0.1": "mixtral_8x22B_v0.1",
+}
+
+
+def layout_of(spec: PocSpec) -> MegatronLayout:
+    assert spec.training is not None
+    return spec.training.megatron or MegatronLayout()
+
+
+def data_parallel(spec: PocSpec) -> int:
+    """What the world leaves after tensor, pipeline and context parallelism."""
+    assert spec.training is not None
+    world = spec.training.world_size or spec.cluster.total_gpus
+    return world // layout_of(spec).model_parallel
+
+
+def _model_args(facts: ModelFacts, seq_len: int) -> list[str]:
+    """The architecture: a Llama-style decoder (RMSNorm, SwiGLU, RoPE, no biases, untied
+    embeddings), MoE layers where the model has experts."""
+    heads = facts.heads or 1
+    args = [
+        "--num-layers", str(facts.layers),
+        "--hidden-size", str(facts.hidden),
+        "--ffn-hidden-size", str(facts.intermediate or 4 * (facts.hidden or 0)),
+        "--num-attention-heads", str(heads),
+    ]  # fmt: skip
+    if facts.kv_heads and facts.kv_heads != heads:
+        args += ["--group-query-attention", "--num-query-groups", str(facts.kv_heads)]
+    if facts.head_dim and facts.hidden and facts.head_dim * heads != facts.hidden:
+        args += ["--kv-channels", str(facts.head_dim)]
+    args += [
+        "--seq-length", str(seq_len),
+        "--max-position-embeddings", str(max(seq_len, facts.max_position or 0)),
+        "--position-embedding-type", "rope",
+        "--normalization", "RMSNorm",
+        "--swiglu",
+        "--disable-bias-linear",
+        "--attention-dropout", "0.0",
+        "--hidden-dropout", "0.0",
+    ]  # fmt: skip
+    if not facts.tie_embeddings:
+        args.append("--untie-embeddings-and-output-weights")
+    if facts.experts:
+        args += ["--num-experts", str(facts.experts), "--moe-router-topk", str(facts.top_k or 1)]
+        if facts.moe_intermediate:
+            args += ["--moe-ffn-hidden-size", str(facts.moe_intermediate)]
+        shared = facts.shared_intermediate or (facts.shared_experts or 0) * (
+            facts.moe_intermediate or 0
+        )
+        if shared:
+            args += ["--moe-shared-expert-intermediate-size", str(shared)]
+        args += ["--moe-token-dispatcher-type", "alltoall"]
+    return args
+
+
+def megatron_args(spec: PocSpec) -> list[str]:
+    """Megatron-LM's arguments for ``spec.training`` (the same on every rank)."""
+    training = spec.training
+    assert training is not None and training.framework == "megatron"
+    layout, facts = layout_of(spec), facts_of(spec)
+    on_cpu = spec.cluster.gpu == "cpu"
+    global_batch = training.micro_batch * training.grad_accum * data_parallel(spec)
+    args = _model_args(facts, training.seq_len)
+    args += [
+        "--tensor-model-parallel-size", str(layout.tp),
+        "--pipeline-model-parallel-size", str(layout.pp),
+    ]  # fmt: skip
+    if layout.vpp:
+        args += ["--num-layers-per-virtual-pipeline-stage", str(facts.layers // (layout.pp * layout.vpp))]  # fmt: skip
+    if layout.cp > 1:
+        args += ["--context-parallel-size", str(layout.cp), "--cp-comm-type", layout.cp_comm_type]
+    if facts.experts:
+        args += ["--expert-model-parallel-size", str(layout.ep)]
+        if layout.expert_tp is not None:
+            args += ["--expert-tensor-parallel-size", str(layout.expert_tp)]
+    if layout.sequence_parallel:
+        args.append("--sequence-parallel")
+    if layout.recompute == "selective":
+        args.append("--recompute-activations")
+    elif layout.recompute == "full":
+        args += ["--recompute-granularity", "full", "--recompute-method", "uniform", "--recompute-num-layers", "1"]  # fmt: skip
+    if layout.distributed_optimizer:
+        args.append("--use-distributed-optimizer")
+    args += [
+        "--micro-batch-size", str(training.micro_batch),
+        "--global-batch-size", str(global_batch),
+        "--train-iters", str(training.steps),
+        "--lr", str(training.lr),
+        "--min-lr", str(training.lr),
+        "--lr-decay-style", "constant",
+        "--lr-warmup-iters", "0",
+        "--weight-decay", "0.0",
+        "--clip-grad", str(training.gradient_clipping),
+        "--seed", "0",
+    ]  # fmt: skip
+    if training.dtype == "bfloat16":
+        args.append("--bf16")
+    elif training.dtype == "float16":
+        args.append("--fp16")
+    if layout.fp8:
+        args += ["--fp8-format", layout.fp8, "--fp8-amax-history-len", "1024", "--fp8-amax-compute-algo", "max"]  # fmt: skip
+    if layout.data.kind == "mock":
+        args += ["--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", str(facts.vocab)]  # fmt: skip
+    else:
+        args += [
+            "--data-path", str(layout.data.path),
+            "--tokenizer-type", "HuggingFaceTokenizer",
+            "--tokenizer-model", str(layout.data.tokenizer),
+            "--split", "100,0,0",
+        ]  # fmt: skip
+    # A throughput run: log every iteration with its TFLOP/s, no evaluation, no checkpoint.
+    args += ["--log-interval", "1", "--log-throughput", "--eval-iters", "0", "--eval-interval", str(training.steps + 1)]  # fmt: skip
+    if on_cpu:
+        # The CPU driver's layers: Megatron-Core's local (non-Transformer-Engine) ones on
+        # the CPU, unfused, over gloo.
+        args += [
+            "--transformer-impl", "local",
+            "--use-cpu-initialization",
+            "--no-gradient-accumulation-fusion",
+            "--no-masked-softmax-fusion",
+            "--no-bias-swiglu-fusion",
+            "--no-bias-dropout-fusion",
+            "--no-rope-fusion",
+            "--no-persist-layer-norm",
+            "--distributed-backend", "gloo",
+        ]  # fmt: skip
+    else:
+        args += ["--transformer-impl", "transformer_engine", "--distributed-backend", "nccl"]
+    return args + list(layout.extra_args)
+
+
+def _dashes_to_overrides(args: list[str]) -> dict:
+    """``["--tp-size", "8", "--swiglu"]`` -> ``{"tp_size": 8, "swiglu": True}`` (Primus's
+    ``overrides`` are Megatron's argument names with underscores)."""
+    out: dict = {}
+    index = 0
+    while index < len(args):
+        name = args[index][2:].replace("-", "_")
+        following = args[index + 1] if index + 1 < len(args) else None
+        if following is None or following.startswith("--"):
+            out[name] = True
+            index += 1
+            continue
+        out[name] = _value(following)
+        index += 2
+    return out
+
+
+def _value(text: str) -> int | float | str:
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def primus_experiment(spec: PocSpec) -> dict:
+    """AMD Primus's experiment file: its pre-trainer module on Megatron, with the model's
+    Primus config and the kit's arguments as ``overrides``."""
+    model = PRIMUS_MODELS.get(spec.model.id)
+    return {
+        "work_group": "pocforge",
+        "user_name": "pocforge",
+        "exp_name": spec.name,
+        "workspace": "./output",
+        "modules": {
+            "pre_trainer": {
+                "framework": "megatron",
+                "config": "pre_trainer.yaml",
+                "model": f"{model}.yaml",
+                "overrides": _dashes_to_overrides(megatron_args(spec)),
+            }
+        },
+    }
+
+
+class MegatronAdapter:
+    name = "megatron"
+
+    def plan(
+        self, spec: PocSpec, ctx: LaunchContext, out_dir: Path | None = None
+    ) -> list[NodeLaunch]:
+        training, cluster = spec.training, spec.cluster
+        assert training is not None
+        layout = layout_of(spec)
+        world = training.world_size or cluster.total_gpus
+        per_node = world // cluster.nodes
+        hosts = node_hosts(spec, ctx)
+        env = dict(ctx.extra_env)
+        files: dict[str, str] = {}
+        if cluster.gpu == "cpu":
+            env.update({"OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"})
+            entry = ["-m", "pocforge.training.megatron_driver", *megatron_args(spec)]
+        elif layout.entry == "primus":
+            files["primus-exp.yaml"] = yaml.safe_dump(primus_experiment(spec), sort_keys=False)
+            entry = [f"{layout.path}/examples/megatron/pretrain.py", "--exp", "primus-exp.yaml"]
+            env["PYTHONPATH"] = f"{layout.path}/../Megatron-LM:{layout.path}"
+        else:
+            entry = [f"{layout.path}/pretrain_gpt.py", *megatron_args(spec)]
+        if cluster.gpu != "cpu":
+            # Megatron's requirement for overlapping TP communication with compute.
+            env.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")
+        launches = []
+        for rank, host in enumerate(hosts):
+            master = "127.0.0.1" if cluster.nodes == 1 else hosts[0]
+            argv = [
+                ctx.python,
+                "-m",
+                "torch.distributed.run",
+                f"--nproc_per_node={per_node}",
+                f"--nnodes={cluster.nodes}",
+                f"--node_rank={rank}",
+                f"--master_addr={master}",
+                f"--master_port={ctx.port or MASTER_PORT}",
+                *entry,
+            ]
+            role = "launcher" if cluster.nodes == 1 else "trainer"
+            launches.append(NodeLaunch("training", self.name, rank, host, role, argv, env, files))
+        return launches
+
+    def check(self, launches: list[NodeLaunch], ctx: LaunchContext) -> list[tuple[NodeLaunch, str]]:
+        """Megatron-LM's own argument parser where the node's interpreter has it, else
+        Megatron-Core's ``TransformerConfig`` built from the arguments."""
+        items = [
+            {"argv": _megatron_argv(launch), "world_size": _world_size(launch)}
+            for launch in launches
+        ]
+        verdicts = run_argcheck(ctx.python, "megatron_args", items)  # type: ignore[arg-type]
+        return [
+            (launch, f"Megatron rejects the arguments: {verdict}")
+            for launch, verdict in zip(launches, verdicts, strict=True)
+            if verdict
+        ]
+
+
+def _megatron_argv(launch: NodeLaunch) -> list[str]:
+    """The Megatron arguments of a launch: what follows the entry script or module."""
+    argv = launch.argv
+    if "--exp" in argv:  # Primus: the overrides of its experiment file
+        overrides = yaml.safe_load(launch.files["primus-exp.yaml"])["modules"]["pre_trainer"]
+        flat: list[str] = []
+        for key, value in overrides["overrides"].items():
+            flat.append("--" + key.replace("_", "-"))
+            if value is not True:
+                flat.append(str(value))
+        return flat
+    for index, part in enumerate(argv):
+        if part.endswith("pretrain_gpt.py") or part == "pocforge.training.megatron_driver":
+            return argv[index + 1 :]
+    raise ValueError(f"no Megatron entry in {argv}")
+
+
+def _world_size(launch: NodeLaunch) -> int:
+    flags = dict(
+        part[2:].split("=", 1) for part in launch.argv if part.startswith("--n") and "=" in part
+    )
+    return int(flags["nproc_per_node"]) * int(flags["nnodes"])

@@ -1,0 +1,110 @@
+"""The Megatron adapter: the spec becomes Megatron-LM's arguments (the same for GPU nodes'
+``pretrain_gpt.py``, Primus's experiment file and the kit's CPU driver), one ``torchrun``
+per node, checked by Megatron's own code."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from pocforge.frameworks import ADAPTERS, LaunchContext
+from pocforge.frameworks.megatron import megatron_args, primus_experiment
+from pocforge.spec import load_spec
+from pocforge.training.megatron_driver import parse
+
+from ..conftest import REPO
+
+
+def poc(name: str):
+    return load_spec(REPO / "pocs" / name / "poc.yaml")
+
+
+def value(argv: list[str], flag: str) -> str:
+    return argv[argv.index(flag) + 1]
+
+
+def test_llama_70b_arguments_carry_the_layout_and_the_model():
+    spec = poc("llama-3.1-70b-fp8-mi355x-megatron")
+    args = megatron_args(spec)
+    assert value(args, "--tensor-model-parallel-size") == "8"
+    assert value(args, "--pipeline-model-parallel-size") == "2"
+    assert "--context-parallel-size" not in args  # cp 1: Megatron's default, not passed
+    assert value(args, "--num-layers") == "80" and value(args, "--num-query-groups") == "8"
+    # dp = 16 / (8·2) = 1, so the global batch is micro-batch × micro-batches.
+    assert value(args, "--global-batch-size") == "32"
+    assert value(args, "--fp8-format") == "hybrid" and "--bf16" in args
+    assert "--sequence-parallel" in args and "--use-distributed-optimizer" in args
+    assert value(args, "--transformer-impl") == "transformer_engine"
+    assert value(args, "--distributed-backend") == "nccl"
+
+
+def test_gpu_launch_is_torchrun_per_node_with_pretrain_gpt():
+    spec = poc("llama-3.1-70b-fp8-mi355x-megatron")
+    launches = ADAPTERS["megatron"].plan(spec, LaunchContext(repo=REPO, python="python3"))
+    assert [launch.host for launch in launches] == ["198.51.100.41", "198.51.100.42"]
+    for rank, launch in enumerate(launches):
+        argv = launch.argv
+        assert argv[:3] == ["python3", "-m", "torch.distributed.run"]
+        assert f"--node_rank={rank}" in argv and "--nnodes=2" in argv
+        assert "--master_addr=198.51.100.41" in argv and "--nproc_per_node=8" in argv
+        assert "/workspace/Megatron-LM/pretrain_gpt.py" in argv
+        assert launch.env["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
+        # No CPU default leaks into the GPU plan.
+        assert not any("megatron_driver" in part or part == "gloo" for part in argv)
+
+
+def test_cpu_launch_runs_the_kits_driver_with_arguments_it_reads():
+    spec = poc("tiny-llama-fp32-cpu-megatron")
+    (launch,) = ADAPTERS["megatron"].plan(spec, LaunchContext(repo=REPO, python="python3"))
+    index = launch.argv.index("pocforge.training.megatron_driver")
+    args = parse(launch.argv[index + 1 :])  # the driver's own parser takes every argument
+    assert args.tensor_model_parallel_size == 2 and args.distributed_backend == "gloo"
+    assert args.global_batch_size == 2 * 2 * 1  # micro 2 × accumulation 2 × dp 1
+
+
+def test_driver_refuses_an_argument_it_does_not_implement(capsys):
+    spec = poc("tiny-llama-fp32-cpu-megatron")
+    with pytest.raises(SystemExit) as exited:
+        parse([*megatron_args(spec), "--use-distributed-optimizer"])
+    assert exited.value.code == 2
+    assert "not run by the kit's CPU Megatron driver: --use-distributed-optimizer" in (
+        capsys.readouterr().err
+    )
+
+
+def test_primus_experiment_has_the_same_arguments_as_overrides():
+    spec = poc("llama-3.1-8b-bf16-mi300x-megatron")
+    spec.training.megatron.entry = "primus"
+    spec.training.megatron.path = "/workspace/Primus"
+    (launch,) = ADAPTERS["megatron"].plan(spec, LaunchContext(repo=REPO, python="python3"))
+    assert "/workspace/Primus/examples/megatron/pretrain.py" in launch.argv
+    experiment = yaml.safe_load(launch.files["primus-exp.yaml"])
+    trainer = experiment["modules"]["pre_trainer"]
+    assert trainer["framework"] == "megatron" and trainer["model"] == "llama3.1_8B.yaml"
+    overrides = trainer["overrides"]
+    assert overrides["tensor_model_parallel_size"] == 1
+    assert overrides["global_batch_size"] == 2 * 8 * 8  # micro × micro-batches × dp 8
+    assert overrides["use_distributed_optimizer"] is True and overrides["mock_data"] is True
+    assert launch.env["PYTHONPATH"] == "/workspace/Primus/../Megatron-LM:/workspace/Primus"
+    assert primus_experiment(spec)["exp_name"] == spec.name
+
+
+@pytest.mark.process
+def test_megatron_core_checks_query_groups_against_tp():
+    """Megatron-Core's TransformerConfig (Megatron-LM's parser is not on the registry) rejects
+    what the kit's rules do not model; the example POCs pass."""
+    ctx = LaunchContext.local(REPO)
+    adapter = ADAPTERS["megatron"]
+    good = [
+        poc(name) for name in ("llama-3.1-8b-bf16-mi300x-megatron", "tiny-llama-fp32-cpu-megatron")
+    ]
+    launches = [launch for spec in good for launch in adapter.plan(spec, ctx)]
+    assert adapter.check(launches, ctx) == []
+    bad = poc("llama-3.1-8b-bf16-mi300x-megatron")
+    bad.training.megatron.tp = 2
+    bad.training.megatron.extra_args = ["--num-query-groups", "3"]
+    (found,) = adapter.check(adapter.plan(bad, ctx), ctx)
+    assert (
+        "num_query_groups (3) must be a multiple or divisor of tensor_model_parallel_size (2)"
+        in found[1]
+    )
