@@ -8,7 +8,7 @@ RUN   ?=
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-unit test-fast rehearse rehearsal-image test-kernels lint fmt demo poc validate i18n spec-docs bench bench-plan planner-accuracy bench-client bench-kernels kernels-compile bench-report report patch-check patch unpatch cluster-up cluster-check cluster-collectives cluster-serve cluster-train cluster-down clean
+.PHONY: help setup test test-unit test-fast rehearse rehearsal-image test-kernels lint fmt demo poc validate i18n spec-docs bench bench-plan planner-accuracy bench-client bench-kernels kernels-compile bench-report bench-telemetry report patch-check patch unpatch cluster-up cluster-check cluster-collectives cluster-serve cluster-train cluster-down clean
 
 help: ## List every target with one line each
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -60,7 +60,7 @@ rehearse: ## Run a cluster POC against namespaced nodes made on this machine (ro
 rehearsal-image: ## The local podman image a container rehearsal runs (built from this machine, nothing pulled)
 	$(BIN)/python -m pocforge.rehearse.image
 
-bench: bench-client bench-kernels bench-report bench-plan ## Every benchmark (printed tables, ratios against peers in the same run)
+bench: bench-client bench-kernels bench-report bench-plan bench-telemetry ## Every benchmark (printed tables, ratios against peers in the same run)
 
 bench-client: ## Our load generator vs vLLM's client on a scripted server with known timings
 	$(BIN)/python -m benchmarks.client_bench
@@ -70,6 +70,9 @@ bench-plan: ## The planner's layout search: 512 GPUs, a 671B MoE model (target <
 
 planner-accuracy: ## Replay the published points through the planner: docs/planner-accuracy.md
 	$(BIN)/python -m pocforge.plan.accuracy --write docs/planner-accuracy.md
+
+bench-telemetry: ## The telemetry sampler's cost: % of one core at 1 s (target <= 1 %), parse cost per tool, event-loop lag
+	$(BIN)/python -m benchmarks.telemetry_cost
 
 bench-report: ## Dashboard of a 1,000,000-request run: render time and size (targets < 10 s, < 10 MiB)
 	$(BIN)/python -m benchmarks.report_large

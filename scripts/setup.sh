@@ -66,7 +66,7 @@ else
   quiet .venv/bin/python -m pip install -q --no-deps -r requirements/cpu-nodeps.txt
   say "  pip install -e kernels -e common (pocforge-kernels, pocforge)"
   quiet .venv/bin/python -m pip install -q --no-deps -e kernels -e common
-  (cd /tmp && quiet "$OLDPWD/.venv/bin/python" -c "import pocforge, pocforge_kernels, vllm, deepspeed, triton, ansible_runner, megatron.core")
+  (cd /tmp && quiet "$OLDPWD/.venv/bin/python" -c "import pocforge, pocforge_kernels, vllm, deepspeed, triton, ansible_runner, megatron.core, lm_eval")
   echo "$want" > .venv/.pocforge-stamp
 fi
 # DeepSpeed's shared-memory comm op for CPU training, compiled once per machine (about 2.5 min)

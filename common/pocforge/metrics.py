@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-Section = Literal["serving", "training", "kernels", "collectives"]
+Section = Literal["serving", "training", "kernels", "collectives", "parity"]
 
 # Statistics of a per-request distribution; "p99.9" is the 99.9th percentile.
 STATISTICS: tuple[str, ...] = (
@@ -115,6 +115,45 @@ _SERVING = [
         derived=True,
     ),
     Metric("error_rate", "serving", "fraction", "Failed requests / requests sent.", better="lower"),
+    # Energy (pocforge.telemetry): over each repeat's measured window, of the devices that
+    # served it: the GPUs, or on a `cpu` cluster the CPU packages (RAPL). Not needs_gpu:
+    # RAPL measures a CPU POC too; where a node has no power source at all the figures are
+    # absent and a criterion on them is inconclusive, never estimated.
+    Metric(
+        "avg_power_w",
+        "serving",
+        "W",
+        "Energy of the devices serving the workload (GPUs; on a cpu cluster the CPU "
+        "packages, from RAPL) over the measured window / its length: their summed average "
+        "power.",
+        better="lower",
+    ),
+    Metric(
+        "joules_per_token",
+        "serving",
+        "J/tok",
+        "Energy of the devices serving the workload over the measured window (their energy "
+        "counter where the telemetry has one, else the trapezoid integral of power) / output "
+        "tokens of completed requests.",
+        better="lower",
+        derived=True,
+    ),
+    Metric(
+        "tokens_per_s_per_kw",
+        "serving",
+        "tok/s/kW",
+        "Output throughput / (avg_power_w / 1000).",
+        derived=True,
+    ),
+    Metric(
+        "usd_per_million_tokens",
+        "serving",
+        "$/Mtok",
+        "GPUs × window hours × GPU-hour price / (output tokens / 10^6); the price is "
+        "compare.price_per_gpu_hour, else the catalog's for cluster.gpu on compare.price_basis.",
+        better="lower",
+        derived=True,
+    ),
 ]
 _TRAINING = [
     Metric(
@@ -191,8 +230,40 @@ _COLLECTIVES = [
     ),
 ]
 
+# The parity gate (pocforge.quality.parity); accuracy metrics are whatever the task's
+# lm-eval YAML reports (accuracy.<task>.<metric>), so they are not listed here.
+_PARITY = [
+    Metric(
+        "token_agreement",
+        "parity",
+        "fraction",
+        "Share of the parity prompts whose greedy continuations are token for token identical with the baseline's.",
+    ),
+    Metric(
+        "first_divergence",
+        "parity",
+        "tokens",
+        "Earliest token position (0-based) where a continuation differs from the baseline's.",
+    ),
+    Metric(
+        "max_logprob_diff",
+        "parity",
+        "nats",
+        "Largest |log p_baseline - log p_candidate| over the tokens both top-k lists hold, at positions up to the first divergence.",
+        better="lower",
+    ),
+    Metric("mean_logprob_diff", "parity", "nats", "Mean of those differences.", better="lower"),
+    Metric(
+        "kl",
+        "parity",
+        "nats",
+        "Mean KL(baseline ‖ candidate) of the next-token distributions on the tokens both top-k lists hold.",
+        better="lower",
+    ),
+]
+
 METRICS: dict[tuple[str, str], Metric] = {
-    (m.section, m.name): m for m in _SERVING + _TRAINING + _KERNELS + _COLLECTIVES
+    (m.section, m.name): m for m in _SERVING + _TRAINING + _KERNELS + _COLLECTIVES + _PARITY
 }
 
 

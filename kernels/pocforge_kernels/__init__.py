@@ -44,7 +44,10 @@ def load(name: str):
         folder, function = OPS[name].split(":")
     except KeyError:
         raise KeyError(f"unknown op {name!r}; known: {', '.join(sorted(OPS))}") from None
-    return getattr(import_module(f"{__name__}.{folder}"), function)
+    found = getattr(import_module(f"{__name__}.{folder}"), function)
+    from .fault import wrap
+
+    return wrap(name, found)
 
 
 def load_all() -> None:

@@ -163,4 +163,7 @@ def test_run_stage_choices_match_the_runner():
     from pocforge.cli.run import STAGE_NAMES
     from pocforge.runner import CLUSTER_STAGES, LOCAL_STAGES
 
-    assert STAGE_NAMES == CLUSTER_STAGES and set(LOCAL_STAGES) <= set(STAGE_NAMES)
+    assert set(STAGE_NAMES) == set(CLUSTER_STAGES) | set(LOCAL_STAGES)
+    order = [s for s in STAGE_NAMES if s in CLUSTER_STAGES]
+    assert order == list(CLUSTER_STAGES)  # the runner's order, which --help shows
+    assert [s for s in STAGE_NAMES if s in LOCAL_STAGES] == list(LOCAL_STAGES)

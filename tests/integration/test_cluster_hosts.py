@@ -194,3 +194,55 @@ def test_unreachable_host_is_named_and_the_others_finish(cluster, inventory, tmp
     for name in ("h1", "h2"):
         assert result.hosts[name].status == "ok", result.hosts[name].error
         assert "disk_free" in result.hosts[name].checks
+
+
+def test_host_keys_are_trusted_on_first_use_and_a_changed_key_is_refused(cluster, tmp_path):
+    """tofu records every node's key at first contact (readable, with its fingerprint);
+    a node whose key then changes is refused, named with the file and the way to accept a
+    legitimate new key, and the other nodes carry on; strict refuses a node not in the file.
+    (A node an earlier test took down is started again first: one cluster per process.)"""
+    from pocforge.cluster.known_hosts import fingerprints, policy_vars
+
+    for host in cluster.hosts:
+        if host.sshd is None:
+            cluster.start_sshd(host)
+            cluster.wait_ssh(host)
+    inventory = cluster.inventory(tmp_path / "hosts.yml", **NEUTRAL)
+    known = tmp_path / "known_hosts"
+    known.touch()
+
+    def teardown(policy):
+        # no shared ControlPersist connection: every run makes its own SSH handshakes
+        fresh = {**policy, "ansible_ssh_args": "-o ControlMaster=no -o LogLevel=ERROR"}
+        return run_playbook("teardown.yml", inventory, tmp_path / "run", extravars=fresh)
+
+    first = teardown(policy_vars("tofu", known))
+    assert first.rc == 0, first.to_dict()
+    recorded = fingerprints(known)
+    assert sorted(f.host for f in recorded) == sorted(h.address for h in cluster.hosts)
+    assert all(f.type == "ED25519" and f.sha256 for f in recorded)
+
+    h1, h2, _ = cluster.hosts
+    cluster.rotate_host_key(h2)
+    again = teardown(policy_vars("tofu", known))
+    assert again.hosts["h2"].status == "unreachable"
+    error = again.hosts["h2"].error
+    assert "SSH host key does not match" in error and str(known) in error
+    assert f"ssh-keygen -R {h2.address} -f {known}" in error
+    assert {again.hosts[n].status for n in ("h1", "h3")} == {"ok"}
+    assert fingerprints(known) == recorded  # the changed key was not written over the old
+
+    only_h1 = tmp_path / "strict_known_hosts"
+    only_h1.write_text(
+        next(line for line in known.read_text().splitlines(True) if h1.address in line)
+    )
+    strict = teardown(policy_vars("strict", only_h1))
+    assert strict.hosts["h1"].status == "ok"
+    for name in ("h2", "h3"):  # not in the file
+        assert strict.hosts[name].status == "unreachable"
+        assert "checked strictly" in strict.hosts[name].error
+    assert only_h1.read_text().count("\n") == 1  # strict adds nothing
+
+    # the rehearsal's way: the nodes' own keys written up front, then checked strictly
+    seeded = teardown(policy_vars("strict", cluster.known_hosts(tmp_path / "seeded")))
+    assert {h.status for h in seeded.hosts.values()} == {"ok"}, seeded.to_dict()

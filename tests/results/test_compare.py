@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pocforge.results.run_reader import RunData
 from pocforge.results.compare import (
     Cost,
     classify,
@@ -14,6 +13,7 @@ from pocforge.results.compare import (
     interpolate,
     pareto_front,
 )
+from pocforge.results.run_reader import RunData
 from pocforge.results.schema import ServingPoint, ServingResult
 from pocforge.stats import bootstrap_difference as bootstrap_diff
 from pocforge.stats import welch_interval

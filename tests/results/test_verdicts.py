@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -91,17 +92,20 @@ def collectives_stage(run, references) -> list:
 
 
 @pytest.fixture
-def full_run(store):
-    """A run holding every stage a criterion can name: the demo's real sweep, a training
-    and a timed kernel result, and collectives written with MI300X's busbw references."""
+def full_run(store, tmp_path):
+    """A run holding every stage a criterion can name: the demo's real sweep (with the
+    energy figures of known telemetry, tests/telemetry/sweeps.py), a training and a timed
+    kernel result, and collectives written with MI300X's busbw references."""
     from pocforge.cluster.references import collective_references
     from pocforge.results.schema import KernelResults, KernelRow, TrainingResult, TrainingStep
+    from tests.telemetry.sweeps import with_telemetry
 
     from .conftest import DATA
 
     run = store.create(load_poc("demo"))
+    sweep = with_telemetry(DATA / "pocforge-sweep-a", tmp_path / "sweep", price=1.0)
     with run.stage("serving") as stage:
-        stage.add_tree(DATA / "pocforge-sweep-a", "chat")
+        stage.add_tree(sweep, "chat")
     steps = [TrainingStep(step=i, loss=8.0 - 0.5 * i + 0.01 * (i % 2)) for i in range(8)]
     training = TrainingResult(
         framework="deepspeed",
@@ -131,11 +135,82 @@ def full_run(store):
     )
     with run.stage("training") as stage:
         stage.write_json("result.json", training)
+    with run.stage("parity") as stage:
+        stage.write_json("result.json", json.loads(_parity().model_dump_json()))
     with run.stage("kernels") as stage:
         stage.write_json("results.json", kernels)
     collectives_stage(run, collective_references("MI300X", "roce-400g"))
     run.finish()
     return run
+
+
+def _parity(**changes):
+    from pocforge.quality.parity import ParityResult
+
+    values = dict(
+        baseline="vllm", candidate="vllm + kit", prompts=8, max_tokens=16, top_logprobs=5,
+        token_agreement=1.0, first_divergence=None, max_logprob_diff=1e-5,
+        mean_logprob_diff=2e-6, kl=1e-9, max_kl=3e-9, per_prompt=[],
+    )  # fmt: skip
+    return ParityResult(**{**values, **changes})
+
+
+def _accuracy(run, name="arith", value=0.62, stderr=0.05, error=None):
+    from pocforge.quality.accuracy import AccuracyResult, MetricScore
+
+    folder = run.path / "serving" / "_accuracy" / name
+    folder.mkdir(parents=True, exist_ok=True)
+    if error:
+        (folder / "error.json").write_text(json.dumps({"task": name, "error": error}))
+        return
+    score = MetricScore(value=value, stderr=stderr, filter="first_number")
+    result = AccuracyResult(
+        name=name, task="pocforge_arith", api="completions", num_fewshot=0, limit=None,
+        samples=100, metrics={"exact_match": score}, lm_eval_version="0.4.13", seconds=9.0,
+    )  # fmt: skip
+    (folder / "result.json").write_text(result.model_dump_json())
+
+
+def test_accuracy_is_judged_with_lm_evals_stderr(full_run) -> None:
+    """0.62 ± 1.96·0.05 = [0.522, 0.718]: above 0.5 passes, against 0.6 inconclusive, below
+    0.8 passes for <=; an infrastructure failure is inconclusive and says so."""
+    _accuracy(full_run)
+    _accuracy(full_run, "gsm", error="lm-eval failed (exit 1): ConnectionError")
+    above, close, missing, infra = judge_run(
+        full_run,
+        _criteria(
+            "accuracy.arith.exact_match >= 0.5",
+            "accuracy.arith.exact_match >= 0.6",
+            "accuracy.arith.acc >= 0.5",
+            "accuracy.gsm.exact_match >= 0.5",
+        ),
+    )
+    assert above.verdict == "pass" and above.method == "lm-eval stderr"
+    assert above.ci_low == pytest.approx(0.62 - 1.96 * 0.05, abs=1e-3)
+    assert close.verdict == "inconclusive"
+    assert (
+        missing.verdict == "inconclusive"
+        and "reports no acc (it reports: exact_match)" in missing.note
+    )
+    assert infra.verdict == "inconclusive" and "infrastructure, not quality" in infra.note
+
+
+def test_parity_divergence_fails_its_criterion(store) -> None:
+    run = store.create(load_poc("demo"))
+    with run.stage("parity") as stage:
+        broken = _parity(token_agreement=0.25, first_divergence=2, max_logprob_diff=0.9)
+        stage.write_json("result.json", json.loads(broken.model_dump_json()))
+    run.finish()
+    agree, diff, first = judge_run(
+        run,
+        _criteria(
+            "parity.token_agreement >= 0.99",
+            "parity.max_logprob_diff <= 0.02",
+            "parity.first_divergence >= 16",
+        ),
+    )
+    assert (agree.verdict, diff.verdict, first.verdict) == ("fail", "fail", "fail")
+    assert agree.estimate == 0.25 and "over 8 fixed prompts" in agree.note
 
 
 def _judgeable_paths() -> list[tuple[Metric, str]]:
@@ -145,6 +220,7 @@ def _judgeable_paths() -> list[tuple[Metric, str]]:
         "training": "training.",
         "kernels": "kernels.rms_norm.",
         "collectives": "collectives.all_reduce.",
+        "parity": "parity.",
     }
     return [
         (m, f"{prefix[m.section]}{m.name}{'.p90' if m.distribution else ''}")

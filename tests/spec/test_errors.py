@@ -31,7 +31,8 @@ def test_good_spec_loads(load, good):
         ),
         (
             lambda d: d["serving"].update(framework="vlm"),
-            r"serving\.framework: 'vlm' is not allowed; did you mean 'vllm'\? \(allowed: vllm, sglang\)",
+            r"serving\.framework: 'vlm' is not allowed; did you mean 'vllm'\? "
+            r"\(allowed: vllm, sglang, trtllm\)",
         ),
         (
             lambda d: d["cluster"].update(gpu="MI301X"),

@@ -269,7 +269,10 @@ def test_workload_names_unique(load, good):
         ("training.mfu >= 0.3", "the spec has no training section"),
         ("kernels.fused_moe.pct_roofline >= 60", "kernel 'fused_moe' is not in kernels.ops"),
         ("collectives.broadcast.busbw_gbs >= 1", "write collectives.<collective>.<metric>"),
-        ("latency.p99 <= 1", "a metric path starts with serving, training, kernels or collectives"),
+        (
+            "latency.p99 <= 1",
+            "a metric path starts with serving, training, kernels, collectives, accuracy or parity",
+        ),
     ],
 )
 def test_criteria_must_name_a_produced_metric(load, good, criterion, expected):

@@ -44,7 +44,13 @@ def aggregate(repeats: list[RepeatResult]) -> dict[str, dict[str, Aggregate]]:
                 stats[s] = a
         if stats:
             out[m] = stats
-    for m in SCALAR_METRICS:
+    # a sweep's caller may add scalar metrics of its own to the repeats (energy figures)
+    added = sorted(
+        {k for r in ok for k, v in r.metrics.items() if not isinstance(v, dict)}
+        - set(SCALAR_METRICS)
+        - set(DISTRIBUTION_METRICS)
+    )
+    for m in (*SCALAR_METRICS, *added):
         a = agg([r.metrics.get(m) for r in ok])
         if a is not None:
             out[m] = {"value": a}

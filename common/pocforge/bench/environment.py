@@ -6,6 +6,7 @@ import os
 import platform
 import socket
 import sys
+from collections.abc import Iterable
 
 import aiohttp
 
@@ -35,9 +36,12 @@ DEFINITION_NOTES = {
 }
 
 
-def definitions() -> dict[str, MetricDefinition]:
+def definitions(
+    names: Iterable[str] = DISTRIBUTION_METRICS + SCALAR_METRICS,
+) -> dict[str, MetricDefinition]:
+    """The registry's definitions of ``names`` (default: every metric the sweep computes)."""
     out = {}
-    for name in DISTRIBUTION_METRICS + SCALAR_METRICS:
+    for name in names:
         m = metric("serving", name)
         if m is not None:
             out[name] = MetricDefinition(

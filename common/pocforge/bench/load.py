@@ -74,6 +74,7 @@ class RunOutcome:
     loop_lag_ms: list[float] = field(default_factory=list)
     cpu_s: float = 0.0
     interrupted: bool = False
+    started_unix_s: float = 0.0  # Unix time of t0, the measured phase's start
 
 
 def arrival_offsets(
@@ -158,6 +159,7 @@ async def run_load(
     gc.collect()
     gc.freeze()
     t0 = time.perf_counter()
+    t0_unix = time.time()
     cpu0 = time.process_time()
     lag: list[float] = []
     probe = _LagProbe(lag)
@@ -253,7 +255,7 @@ async def run_load(
     finally:
         probe.stop()
         gc.unfreeze()
-    return RunOutcome(records, duration, sent, last_send, lag, cpu, interrupted)
+    return RunOutcome(records, duration, sent, last_send, lag, cpu, interrupted, t0_unix)
 
 
 async def _open_loop(

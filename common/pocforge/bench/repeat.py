@@ -215,6 +215,7 @@ async def run_repeat(
         error=error,
         started_at=started,
         duration_s=outcome.duration_s,
+        started_unix_s=outcome.started_unix_s,
         requests_sent=outcome.sent,
         completed=done,
         failed=len(recs) - done,

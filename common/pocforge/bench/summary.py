@@ -55,6 +55,11 @@ class RepeatResult(BaseModel):
     error: str | None = None
     started_at: str
     duration_s: float = Field(description="Benchmark duration: first send to last completion.")
+    started_unix_s: float | None = Field(
+        None,
+        description="Unix time the measured phase began (the first send): with duration_s, "
+        "the window telemetry is integrated over.",
+    )
     requests_sent: int
     completed: int
     failed: int
@@ -96,6 +101,12 @@ class PointSummary(BaseModel):
     )
     verdicts: list[Verdict] = Field(default_factory=list)
     client_limited: bool = False
+    telemetry_file: str | None = Field(
+        None, description="The node's telemetry while the point ran (JSONL), if sampled."
+    )
+    notes: list[str] = Field(
+        default_factory=list, description="What the sweep's caller says of the point."
+    )
 
 
 class Environment(BaseModel):

@@ -5,7 +5,8 @@ from the POC spec) and from ``pocforge bench serve``. Per point it writes
 ``requests-<point>.jsonl`` as requests finish and rewrites ``summary.json`` atomically after
 every repeat, so an interrupted or killed sweep keeps every finished point and request.
 SIGINT/SIGTERM stop the sweep cleanly: in-flight requests are abandoned, the summary says
-``interrupted``.
+``interrupted``. A caller's :class:`PointHook` runs around each point (the runner samples
+telemetry there and adds the energy figures to the point's repeats).
 """
 
 from __future__ import annotations
@@ -38,8 +39,25 @@ from pocforge.bench.summary import (
 from pocforge.bench.tokenizer import Tokenizer
 
 
+class PointHook:
+    """What a sweep's caller does around each point: :meth:`before` its first repeat,
+    :meth:`after` its last, before the point is aggregated and judged. Both run in a worker
+    thread, never on the event loop, and neither while a repeat is measured (what they
+    start, such as a sampler's threads, runs beside the repeats). :meth:`after` may add
+    scalar metrics to each repeat's ``metrics`` (named in :mod:`pocforge.metrics`): they
+    are aggregated like the sweep's own, and defined in the summary."""
+
+    def before(self, point: PointSummary) -> None: ...
+
+    def after(self, point: PointSummary) -> None: ...
+
+
 async def _sweep(
-    cfg: SweepConfig, out_dir: Path, progress: Progress, stop: asyncio.Event
+    cfg: SweepConfig,
+    out_dir: Path,
+    progress: Progress,
+    stop: asyncio.Event,
+    hook: PointHook | None = None,
 ) -> Summary:
     tok = Tokenizer(cfg.tokenizer) if cfg.tokenizer else None
     url = cfg.base_url.rstrip("/") + ENDPOINTS[cfg.api]
@@ -59,6 +77,7 @@ async def _sweep(
                 url,
                 tok,
                 environment(served, kind),
+                hook or PointHook(),
             )
         finally:
             await transport.aclose()
@@ -74,6 +93,7 @@ async def _points(
     url: str,
     tok: Tokenizer | None,
     env: Environment,
+    hook: PointHook,
 ) -> Summary:
     summary = Summary(
         status="running",
@@ -97,6 +117,7 @@ async def _points(
             repeats=[],
         )
         summary.points.append(point)
+        await asyncio.to_thread(hook.before, point)
         per_repeat: list[list[RequestRecord]] = []
         with RecordWriter(out_dir / point.records_file) as writer:
             for rep in range(cfg.repeats):
@@ -129,6 +150,9 @@ async def _points(
             point.error = "; ".join(
                 f"repeat {r.repeat}: {r.error}" for r in point.repeats if r.error
             )
+        await asyncio.to_thread(hook.after, point)
+        added = {k for r in point.repeats for k in r.metrics} - set(summary.definitions)
+        summary.definitions.update(definitions(sorted(added)))
         point.aggregate = aggregate(point.repeats)
         point.verdicts = (
             verdicts(cfg, per_repeat, point.repeats) if point.status != "failed" else []
@@ -192,6 +216,7 @@ def run_sweep(
     out_dir: str | Path,
     progress: Progress | None = None,
     stop_when: Callable[[], str | None] | None = None,
+    hook: PointHook | None = None,
 ) -> Summary:
     """Run every point and repeat of ``config``; write and return the summary.
 
@@ -199,7 +224,8 @@ def run_sweep(
     served). A server dying mid-point fails that point only. SIGINT/SIGTERM (main thread)
     end the sweep with status ``interrupted``. ``stop_when``: called every few seconds in a
     worker thread; a text it returns (why) stops the sweep the same way, with that reason
-    in the summary's ``stopped_because`` (a cluster run's node watchdog).
+    in the summary's ``stopped_because`` (a cluster run's node watchdog). ``hook``: what
+    the caller does around each point (:class:`PointHook`).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -215,7 +241,7 @@ def run_sweep(
                 installed.append(sig)
         watch = asyncio.create_task(_watch(stop_when, stop)) if stop_when else None
         try:
-            summary = await _sweep(config, out, progress, stop)
+            summary = await _sweep(config, out, progress, stop, hook)
         finally:
             reason = _finish_watch(watch)
             for sig in installed:

@@ -61,6 +61,18 @@ class GPU(BaseModel):
     def is_gpu(self) -> bool:
         return self.vendor != "none"
 
+    def dense_tflops(self, dtype: str) -> float | None:
+        """Dense matrix peak for a training dtype, the denominator of MFU: bfloat16 and
+        float16 run on the bf16 peak, fp8 on the fp8 peak; None for float32 (no matrix peak
+        in the catalog) and on the cpu entry."""
+        if not self.is_gpu:
+            return None
+        return {
+            "bfloat16": self.bf16_tflops,
+            "float16": self.bf16_tflops,
+            "fp8": self.fp8_tflops,
+        }.get(dtype)
+
     @property
     def pair_gbs(self) -> float:
         """Peak one-direction bandwidth between two GPUs of one node: the full link through a

@@ -93,6 +93,7 @@ def _run(
     from pocforge.paths import workspace_root
     from pocforge.results.store import RunStore
     from pocforge.runner import NodeFailure, Nodes, RunnerError, run_poc
+    from pocforge.runner.cluster import host_key_vars
     from pocforge.spec import SpecError, load_poc
 
     try:
@@ -108,7 +109,7 @@ def _run(
         inv = inventory_from_spec(
             spec, workspace_root() / ".artifacts" / "inventories" / f"{spec.name}.yml"
         )
-    nodes = Nodes(inv, limit=limit)
+    nodes = Nodes(inv, limit=limit, extravars=host_key_vars(spec))
     if verb == "down":
         _teardown(spec, store, run_id, nodes)
     try:
@@ -141,7 +142,9 @@ def _teardown(spec, store, run_id: str | None, nodes) -> None:
     else:
         run = store.create(spec, run_id=run_id)
     try:
-        result = run_playbook_stage(run, VERBS["down"], nodes.inventory, limit=nodes.limit)
+        result = run_playbook_stage(
+            run, VERBS["down"], nodes.inventory, limit=nodes.limit, extravars=nodes.extravars
+        )
     except ClusterError as exc:
         run.finish("failed")
         raise click.UsageError(str(exc)) from exc

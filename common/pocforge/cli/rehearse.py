@@ -132,6 +132,7 @@ def rehearsal_target(made, source: Path, scratch: Path, name: str, runtime: str 
     """(the POC's variant with the nodes' addresses, how the runner drives the nodes) for the
     rehearsal nodes ``made``; raises SpecError when the variant does not load, ImageError
     when the container image cannot be built."""
+    from pocforge.cluster.known_hosts import policy_vars
     from pocforge.frameworks.base import prepare_model
     from pocforge.runner import Nodes
     from pocforge.spec import load_spec
@@ -155,6 +156,9 @@ def rehearsal_target(made, source: Path, scratch: Path, name: str, runtime: str 
         extravars["workload_env"] = {"CONTAINERS_CONF": engine_env("podman")["CONTAINERS_CONF"]}
     variant = load_spec(rehearsal_spec(source, scratch / name, addresses, in_containers))
     prepare_model(variant)
+    # The nodes' host keys are known (the rehearsal made them): checked strictly, as a
+    # customer's cluster is after its first contact.
+    extravars.update(policy_vars("strict", made.known_hosts(scratch / "known_hosts")))
     nodes = Nodes(made.inventory(scratch / "inventory.yml"), env=REHEARSAL_ENV, extravars=extravars)
     return variant, nodes
 

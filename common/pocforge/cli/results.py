@@ -89,7 +89,20 @@ def schema_cmd(out: str) -> None:
     # = pocforge.results.importers.FORMATS (a test keeps them equal; importing it here would
     # load the result store on every CLI start)
     type=click.Choice(
-        ["vllm", "sglang", "aiperf", "guidellm", "mad", "nccl-tests", "rccl-tests", "trtllm-bench"]
+        [
+            "vllm",
+            "sglang",
+            "aiperf",
+            "guidellm",
+            "mad",
+            "nccl-tests",
+            "rccl-tests",
+            "trtllm-bench",
+            "mlperf",
+            "published",
+            "megatron-log",
+            "dgxc",
+        ]
     ),
     help="Tool that produced FILES.",
 )
@@ -98,7 +111,25 @@ def schema_cmd(out: str) -> None:
     "--workload", default="imported", show_default=True, help="Workload name of serving results."
 )
 @click.option(
-    "--gpus", type=click.IntRange(min=1), help="GPUs that served it (for per-GPU numbers)."
+    "--gpus",
+    type=click.IntRange(min=1),
+    help="GPUs that served or trained it (per-GPU numbers; a training log's world size).",
+)
+@click.option("--gpu", help="GPU type (catalog name, e.g. MI300X, H100): MFU of training logs.")
+@click.option(
+    "--dtype",
+    type=click.Choice(["bfloat16", "float16", "float32", "fp8"]),
+    help="Training dtype, when the log does not say (for MFU).",
+)
+@click.option(
+    "--seq-len",
+    type=click.IntRange(min=1),
+    help="Training sequence length, when the log does not say (for tokens/s/GPU).",
+)
+@click.option(
+    "--warmup",
+    type=click.IntRange(min=0),
+    help="Training iterations <= N left out of the rates (default: the format's, see its docs).",
 )
 @click.option(
     "--root", type=click.Path(file_okay=False), help="Results folder (default: results/)."
@@ -109,9 +140,14 @@ def import_cmd(
     as_ref: str | None,
     workload: str,
     gpus: int | None,
+    gpu: str | None,
+    dtype: str | None,
+    seq_len: int | None,
+    warmup: int | None,
     root: str | None,
 ) -> None:
-    """Normalise other tools' result FILES into a run (one file per sweep point)."""
+    """Normalise other tools' result FILES into a run (one file per sweep point; one log
+    for a training format: megatron-log, dgxc)."""
     from pocforge.results.importers import ResultImportError, import_files
     from pocforge.results.schema import SchemaError
     from pocforge.results.store import RunError
@@ -126,6 +162,10 @@ def import_cmd(
             as_ref=as_ref,
             workload=workload,
             gpus=gpus,
+            gpu=gpu,
+            dtype=dtype,
+            seq_len=seq_len,
+            warmup=warmup,
         )
     except (ResultImportError, RunError, SchemaError) as exc:
         fail(str(exc))

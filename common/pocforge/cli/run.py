@@ -14,7 +14,9 @@ from pocforge.spec import SpecError, load_poc
 
 # Every stage a run can have (kept in step with pocforge.runner.CLUSTER_STAGES by a test;
 # not imported from there so `pocforge --help` stays light).
-STAGE_NAMES = ("bringup", "preflight", "collectives", "kernels", "serving", "training", "report")
+STAGE_NAMES = (
+    "bringup", "preflight", "collectives", "kernels", "serving", "parity", "training", "report"
+)  # fmt: skip
 VERDICT_STYLE = {"pass": "green", "fail": "red", "inconclusive": "yellow", "none": "dim"}
 
 

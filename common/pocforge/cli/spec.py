@@ -109,7 +109,7 @@ def new_cmd(name: str, base: str | None) -> None:
     "--framework-check/--no-framework-check",
     default=True,
     show_default=True,
-    help="Also check every launch with the installed framework's own parser (vLLM, SGLang, DeepSpeed).",
+    help="Also check every launch with the installed framework's own parser (vLLM, SGLang, TensorRT-LLM, DeepSpeed).",
 )
 def validate_cmd(targets: tuple[str, ...], framework_check: bool) -> None:
     """Check POC specs (names, folders or files; default: every POC). Exit 2 on any problem."""

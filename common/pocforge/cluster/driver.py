@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -25,6 +26,7 @@ from pathlib import Path
 from pocforge import atomic
 from pocforge.cluster.events import ClusterResult, EventCollector
 from pocforge.cluster.expectations import ClusterExpectations
+from pocforge.cluster.known_hosts import explain, fingerprints
 from pocforge.cluster.records import write_collectives, write_health, write_provenance
 from pocforge.paths import playbooks_dir
 
@@ -108,6 +110,7 @@ def run_playbook(
         )
     result = collector.result
     result.rc, result.status = runner.rc, runner.status
+    _explain_host_keys(result, variables)
     result.artifacts = str(out_dir / "ansible" / ident)
     if runner.status not in ("successful", "failed") and not result.hosts:
         raise ClusterError(
@@ -141,8 +144,41 @@ def run_playbook_stage(
         if any(host.checks for host in result.hosts.values()):
             write_health(run, result, name)
         write_provenance(run, result)
+        if "ansible_ssh_common_args" in (kwargs.get("extravars") or {}):
+            write_known_hosts(run, kwargs["extravars"])
         run.adopt("cluster", stage=name)
     return result
+
+
+def known_hosts_of(variables: dict) -> Path | None:
+    """The known-hosts file the SSH policy variables name (None: checking is off)."""
+    found = re.search(
+        r"UserKnownHostsFile=(\S+)", str(variables.get("ansible_ssh_common_args", ""))
+    )
+    return Path(found[1]) if found and found[1] != "/dev/null" else None
+
+
+def _explain_host_keys(result: ClusterResult, variables: dict) -> None:
+    """A host OpenSSH refused over its host key gets the one line that says so and how."""
+    path = known_hosts_of(variables)
+    for name, host in result.hosts.items():
+        line = explain(host.error, name, path) if host.status == "unreachable" else None
+        if line:
+            host.error = line
+            if "reachable" in host.checks:
+                host.checks["reachable"].message = f"reachable: {line}"
+
+
+def write_known_hosts(run, variables: dict) -> None:
+    """The host-key policy this playbook ran with and the fingerprints it knows, in the run."""
+    path = known_hosts_of(variables)
+    record = {
+        "host_key_checking": bool(variables.get("ansible_host_key_checking", True))
+        and path is not None,
+        "known_hosts": str(path) if path else None,
+        "fingerprints": [f.model_dump() for f in fingerprints(path)],
+    }
+    run.write_json("cluster/known_hosts.json", record)
 
 
 def _save(result: ClusterResult, out_dir: Path, ident: str) -> None:

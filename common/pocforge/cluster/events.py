@@ -170,7 +170,13 @@ class EventCollector:
                     host.facts[key] = item["ansible_facts"][key]
         if kind == "runner_on_unreachable":
             host.status = "unreachable"
-            host.error = str(res.get("msg", "unreachable")).strip()
+            # a looped task's own msg is "All items completed": the items say why
+            reasons = [
+                str(item.get("msg")).strip()
+                for item in res.get("results") or []
+                if isinstance(item, dict) and item.get("unreachable") and item.get("msg")
+            ]
+            host.error = reasons[0] if reasons else str(res.get("msg", "unreachable")).strip()
             host.checks["reachable"] = CheckRecord(
                 host=name,
                 check="reachable",

@@ -7,11 +7,19 @@ from pocforge.frameworks.base import Adapter, LaunchContext, NodeLaunch
 from pocforge.frameworks.deepspeed import DeepSpeedAdapter
 from pocforge.frameworks.megatron import MegatronAdapter
 from pocforge.frameworks.sglang import SglangAdapter
+from pocforge.frameworks.trtllm import TrtllmAdapter
 from pocforge.frameworks.vllm import VllmAdapter
 from pocforge.spec import PocSpec
 
 ADAPTERS: dict[str, Adapter] = {
-    a.name: a for a in (VllmAdapter(), SglangAdapter(), DeepSpeedAdapter(), MegatronAdapter())
+    a.name: a
+    for a in (
+        VllmAdapter(),
+        SglangAdapter(),
+        TrtllmAdapter(),
+        DeepSpeedAdapter(),
+        MegatronAdapter(),
+    )
 }
 
 

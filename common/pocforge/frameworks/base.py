@@ -1,6 +1,6 @@
 """What a framework adapter produces: for each node of a deployment, the exact launch.
 
-Adapters (``vllm.py``, ``sglang.py``, ``deepspeed.py``) turn a resolved spec into
+Adapters (``vllm.py``, ``sglang.py``, ``trtllm.py``, ``deepspeed.py``, ``megatron.py``) turn a resolved spec into
 ``NodeLaunch`` objects and check them with the framework's own argument parser; starting,
 health, logs, crash detection and stopping are shared (``process.py``, which also defines ``NodeLaunch``: a node reads its launches back there).
 """

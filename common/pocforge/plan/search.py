@@ -112,6 +112,8 @@ def serving_layouts(shape: Shape, total_gpus: int, framework: str) -> Iterator[L
                 if pp > min(shape.layers, 16):
                     continue
                 dp = size // (tp * pp)
+                if framework == "trtllm" and dp > 1:
+                    continue  # one trtllm-serve is one copy: replicas, not dp (spec/rules.py)
                 yield from _with_experts(shape, Layout(tp=tp, pp=pp, dp=dp), framework)
                 if framework == "sglang" and dp == 1 and (shape.is_moe or shape.is_mla):
                     for groups in _divisors(tp)[1:]:

@@ -273,7 +273,24 @@ class NetnsCluster:
                 time.sleep(0.1)
         raise TimeoutError(f"sshd on {host.name} ({host.address}) did not answer")
 
+    def known_hosts(self, path: Path) -> Path:
+        """A known-hosts file with every node's host key (``<address> <type> <key>``)."""
+        lines = []
+        for host in self.hosts:
+            kind, key = (host.root / "ssh_host_ed25519_key.pub").read_text().split()[:2]
+            lines.append(f"{host.address} {kind} {key}\n")
+        path.write_text("".join(lines))
+        return path
+
     # --- faults the tests inject -----------------------------------------------------------
+    def rotate_host_key(self, host: Host) -> None:
+        """Give ``host`` a new SSH host key (a reinstalled node, or a man in the middle)."""
+        self.kill_sshd(host)
+        for name in ("ssh_host_ed25519_key", "ssh_host_ed25519_key.pub"):
+            (host.root / name).unlink(missing_ok=True)
+        self.start_sshd(host)
+        self.wait_ssh(host)
+
     def kill_sshd(self, host: Host) -> None:
         """Kill every process in the host's namespace (its sshd and its sessions)."""
         self._kill_netns_pids(host.netns)
@@ -302,6 +319,13 @@ class NetnsCluster:
                     "ansible_user": "root",
                     "ansible_ssh_private_key_file": str(self.key),
                     "ansible_python_interpreter": "/usr/bin/python3",
+                    # the nodes' keys are known (made here): checked strictly, as
+                    # pocforge.cluster.known_hosts.policy_vars("strict", …) would
+                    "ansible_host_key_checking": True,
+                    "ansible_ssh_common_args": (
+                        "-o StrictHostKeyChecking=yes -o HashKnownHosts=no "
+                        f"-o UserKnownHostsFile={self.known_hosts(path.with_name(path.name + '.known_hosts'))}"
+                    ),
                     **group_vars,
                 },
             }

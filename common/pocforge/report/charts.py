@@ -246,3 +246,54 @@ def collective_curves(
         xaxis={"type": "log", "title": {"text": _("message size (bytes)")}},
         yaxis={"title": {"text": _("bus bandwidth (GB/s)")}},
     )
+
+
+def power_timeline(
+    curves: dict[str, Any], workload: str, _: Callable[[str], str] = ENGLISH
+) -> go.Figure:
+    """Power, utilisation and latency of a workload over its time, one row each where
+    measured (:func:`pocforge.report.watts.timeline`), the points' windows shaded."""
+    rows = [
+        (key, title)
+        for key, title in (
+            ("power", _("power (W)")),
+            ("util", _("utilization (%%)") % {}),
+            ("latency", _("latency (ms)")),
+        )
+        if curves.get(key)
+    ]
+    fig = make_subplots(rows=max(1, len(rows)), cols=1, shared_xaxes=True, vertical_spacing=0.06)
+    colors = iter((OURS, *PALETTE, *PALETTE))
+    for row, (key, title) in enumerate(rows, 1):
+        # a request now and then (low load) makes isolated bins: latency gets markers
+        mode = "lines+markers" if key == "latency" else "lines"
+        for name, (xs, ys) in curves[key].items():
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=ys,
+                    mode=mode,
+                    name=name,
+                    line={"color": next(colors)},
+                    marker={"size": 4},
+                ),
+                row=row,
+                col=1,
+            )
+        fig.update_yaxes(title={"text": title}, rangemode="tozero", row=row, col=1)
+    labelled: set[str] = set()
+    for point, start, end in curves.get("windows") or []:
+        fig.add_vrect(
+            x0=start, x1=end, fillcolor=PALETTE[0], opacity=0.08, line_width=0, row="all", col=1
+        )
+        if point not in labelled:  # a point's first window carries its name
+            labelled.add(point)
+            fig.add_annotation(
+                x=start, y=1, xref="x", yref="paper", text=point, showarrow=False, xanchor="left"
+            )
+    fig.update_xaxes(title={"text": _("seconds from the first sample")}, row=len(rows), col=1)
+    return _layout(
+        fig,
+        _("Power and utilization over time — {workload}").format(workload=workload),
+        height=160 + 170 * len(rows),
+    )

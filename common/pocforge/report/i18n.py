@@ -108,6 +108,14 @@ class Formats:
             return f"{x:+.1f}%"
         return format_percent(x / 100, format="+#,##0.0%;-#,##0.0%", locale=self.locale)
 
+    def share(self, x: float | None) -> str:
+        """A fraction (0–1) as a percentage: 0.995 -> "99.5%"."""
+        if x is None:
+            return "—"
+        if self.lang == "en":
+            return f"{x:.1%}"
+        return format_percent(x, format="#,##0.0%", locale=self.locale)
+
     def when(self, iso: str) -> str:
         """A timestamp of the manifest (ISO 8601, UTC) as the page shows it."""
         if self.lang == "en":

@@ -19,7 +19,7 @@ from typing import Any
 import jinja2
 
 from pocforge.messages import join
-from pocforge.report import charts, planner
+from pocforge.report import charts, competitive, planner, watts
 from pocforge.report.i18n import (
     LANGUAGES,
     NATIVE,
@@ -202,21 +202,20 @@ def build(
                     )
                 )
         for comp, imported in competitors:
+            if not competitive.applies(comp, workload):
+                continue
             match = [r for r in imported.serving if r.workload == workload] or (
                 imported.serving if len(imported.serving) == 1 else []
             )
             for r in match:
-                others.append((comp["name"], r, comp.get("gpus") or r.gpus))
-                theirs = Cost(
-                    gpus=comp.get("gpus"),
-                    price_per_gpu_hour=comp.get("price_per_gpu_hour"),
-                    power_w_per_gpu=comp.get("power_w_per_gpu"),
-                )
-                mine = ours_cost or Cost()
-                mine = mine.model_copy(update={"gpus": mine.gpus or gpus})
-                comparisons.append(
-                    compare_competitor(comp["name"], result, r, mine, theirs, min_inter)
-                )
+                name = competitive.label(comp, _)
+                others.append((name, r, comp.get("gpus") or r.gpus))
+                mine, theirs, price_notes = competitive.costs(spec, comp, ours_cost, gpus, _)
+                found = compare_competitor(name, result, r, mine, theirs, min_inter)
+                found.published = competitive.published_source(comp, r)
+                found.notes += price_notes
+                found.notes += competitive.caveats(spec, comp, result, r, gpus, _)
+                comparisons.append(found)
                 for d in r.differences:
                     caveats.append(
                         _("{name} ({tool}) {metric}: {theirs}; ours {ours} — {effect}").format(
@@ -292,6 +291,9 @@ def build(
             )
         )
         sections.append(sec)
+        energy = _watts_section(workload, result, _folder, _)
+        if energy is not None:
+            sections.append(energy)
 
     plan = read_plan(run_path)
     if plan is not None:
@@ -299,7 +301,25 @@ def build(
         planned = planner.compare(plan, data, gpus_of, _=_)
         if planned["rows"]:
             sections.append(Section("planner", _("Planner: predicted vs measured"), body=planned))
+    if data.sanity is not None or data.accuracy or data.parity is not None:
+        sections.append(
+            Section(
+                "accuracy",
+                _("Accuracy and parity"),
+                body={"sanity": data.sanity, "accuracy": data.accuracy, "parity": data.parity},
+            )
+        )
     if data.training is not None:
+        for d in data.training.differences:
+            caveats.append(
+                _("{tool} {metric}: {theirs}; ours {ours} — {effect}").format(
+                    tool=data.training.tool,
+                    metric=d.metric,
+                    theirs=d.theirs,
+                    ours=d.ours,
+                    effect=d.effect,
+                )
+            )
         sections.append(
             Section(
                 "training",
@@ -377,6 +397,43 @@ def build(
         "words": words,
         "languages": [],
     }
+
+
+def _watts_section(
+    workload: str, result: Any, folder: Path | None, _: Callable[[str], str]
+) -> Section | None:
+    """The workload's "where the watts go" section (:mod:`pocforge.report.watts`); None
+    when no point of it has telemetry."""
+    loaded = watts.load(result, folder)
+    if not loaded:
+        return None
+    curves = watts.timeline(loaded, folder, _)
+    names = {
+        "GPU": _("GPU"),
+        "CPU package": _("CPU package"),
+        "counter": _("energy counter"),
+        "power": _("power readings"),
+    }
+    rows = watts.rows(loaded, names)
+    measured = {
+        "energy": any(r[m] is not None for r in rows for m in watts.ENERGY_METRICS),
+        "usd": any(r["usd_per_million_tokens"] is not None for r in rows),
+    }
+    problems = list(dict.fromkeys(p for r in rows for p in r["problems"]))
+    sec = Section(
+        id=f"watts-{workload}",
+        title=_("Where the watts go — {workload}").format(workload=workload),
+        body={"rows": rows, "measured": measured, "problems": problems},
+    )
+    if curves:
+        sec.charts.append(
+            Chart(
+                f"watts-{workload}",
+                _("Power and utilization"),
+                charts.to_json(charts.power_timeline(curves, workload, _=_)),
+            )
+        )
+    return sec
 
 
 def _words(_: Callable[[str], str]) -> dict[str, str]:
@@ -457,6 +514,7 @@ def _env(lang: str = "en") -> jinja2.Environment:
     formats = Formats(lang)
     env.filters["num"] = formats.num
     env.filters["pct"] = formats.pct
+    env.filters["share"] = formats.share
     env.filters["when"] = formats.when
     return env
 

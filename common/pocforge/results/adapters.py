@@ -51,6 +51,7 @@ def from_bench_summary(
         caveats = sorted({reason for r in p.repeats for reason in r.client.reasons})
         if p.error:
             caveats.append(p.error)
+        caveats += p.notes
         points.append(
             ServingPoint(
                 id=p.id,
@@ -67,6 +68,7 @@ def from_bench_summary(
                 client_limited=p.client_limited,
                 caveats=caveats,
                 records_file=p.records_file,
+                telemetry_file=p.telemetry_file,
             )
         )
     definitions = {k: v.definition for k, v in summary.definitions.items()}
@@ -84,7 +86,6 @@ def from_bench_summary(
         definitions=definitions,
         notes=notes,
     )
-
 
 
 def from_training_summary(summary: TrainingSummary) -> TrainingResult:

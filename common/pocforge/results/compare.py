@@ -21,12 +21,11 @@ watt when price or power are given.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from pocforge.metrics import metric as registry_metric
 from pocforge.results.serving import interactivity, load_records, throughput_per_gpu
@@ -85,8 +84,11 @@ def _samples(folder, point, metric: str) -> np.ndarray | None:
 
 
 def compare_runs(
-    baseline: object, candidate: object, metrics: Sequence[tuple[str, str]] = DEFAULT_METRICS,
-    *, resamples: int = 1000,
+    baseline: object,
+    candidate: object,
+    metrics: Sequence[tuple[str, str]] = DEFAULT_METRICS,
+    *,
+    resamples: int = 1000,
 ) -> list[MetricDelta]:
     """Per-metric deltas of ``candidate`` against ``baseline`` (RunData of each)."""
     out = []
@@ -118,12 +120,23 @@ def compare_runs(
                     if w is not None:
                         delta, lo, hi = w
                         method = "welch"
-                out.append(MetricDelta(
-                    workload=workload, point=pb.id, metric=name, statistic=stat, baseline=va,
-                    candidate=vb, delta=delta, delta_pct=100.0 * delta / va if va else None,
-                    ci_low=lo, ci_high=hi, method=method,
-                    change=classify(delta, lo, hi, better, va), better=better,
-                ))
+                out.append(
+                    MetricDelta(
+                        workload=workload,
+                        point=pb.id,
+                        metric=name,
+                        statistic=stat,
+                        baseline=va,
+                        candidate=vb,
+                        delta=delta,
+                        delta_pct=100.0 * delta / va if va else None,
+                        ci_low=lo,
+                        ci_high=hi,
+                        method=method,
+                        change=classify(delta, lo, hi, better, va),
+                        better=better,
+                    )
+                )
     return out
 
 
@@ -179,8 +192,19 @@ class CompetitorComparison(BaseModel):
     theirs_best: float | None
     ratio_best: float | None
     at_interactivity: list[AtInteractivity]
+    ours_best_point: str | None = None
+    ours_best_ci: tuple[float, float] | None = Field(
+        None, description="95% interval of our best tok/s/GPU across repeats, where measured."
+    )
+    published: str | None = Field(
+        None, description="Where their numbers were published (not measured here), if so."
+    )
+    ours_price: float | None = None
+    theirs_price: float | None = None
     ours_tokens_per_dollar: float | None = None
     theirs_tokens_per_dollar: float | None = None
+    ours_usd_per_million: float | None = None
+    theirs_usd_per_million: float | None = None
     ratio_per_dollar: float | None = None
     ours_tokens_per_joule: float | None = None
     theirs_tokens_per_joule: float | None = None
@@ -189,7 +213,11 @@ class CompetitorComparison(BaseModel):
 
 
 def compare_competitor(
-    name: str, ours: object, theirs: object, ours_cost: Cost, theirs_cost: Cost,
+    name: str,
+    ours: object,
+    theirs: object,
+    ours_cost: Cost,
+    theirs_cost: Cost,
     min_interactivity: float | None = None,
 ) -> CompetitorComparison:
     """Ours vs theirs per GPU, at equal interactivity, per dollar and per watt.
@@ -210,6 +238,17 @@ def compare_competitor(
         return max(ys) if ys else None
 
     ob, tb = best(fa), best(fb)
+    if tb is None:
+        # Points without latency figures (an offline maximum-throughput run, a published
+        # table): their throughput counts as "best", never at equal interactivity.
+        loose = _without_latency(theirs, theirs_cost.gpus or theirs.gpus)  # type: ignore[attr-defined]
+        if loose:
+            tb = max(loose)
+            notes.append(
+                "their best is a point without latency figures (an offline or maximum-"
+                "throughput number): it meets no SLO by construction, so read the ratio as an "
+                "upper bound for them"
+            )
     levels = sorted({x for x, _ in fa} | {x for x, _ in fb})
     at = []
     for x in levels:
@@ -219,16 +258,60 @@ def compare_competitor(
     if not at:
         notes.append("the two curves do not overlap in interactivity: no like-for-like point")
     out = CompetitorComparison(
-        name=name, workload=ours.workload, ours_best=ob, theirs_best=tb,  # type: ignore[attr-defined]
-        ratio_best=ob / tb if ob is not None and tb else None, at_interactivity=at, notes=notes,
+        name=name,
+        workload=ours.workload,
+        ours_best=ob,
+        theirs_best=tb,  # type: ignore[attr-defined]
+        ratio_best=ob / tb if ob is not None and tb else None,
+        at_interactivity=at,
+        notes=notes,
     )
+    best_point = _best_point(ours, ours_cost.gpus or ours.gpus, ob)  # type: ignore[attr-defined]
+    if best_point is not None:
+        out.ours_best_point = best_point.id
+        out.ours_best_ci = _per_gpu_interval(best_point, ours_cost.gpus or ours.gpus)  # type: ignore[attr-defined]
+    out.ours_price, out.theirs_price = ours_cost.price_per_gpu_hour, theirs_cost.price_per_gpu_hour
     if ob is not None and tb is not None:
         if ours_cost.price_per_gpu_hour and theirs_cost.price_per_gpu_hour:
             out.ours_tokens_per_dollar = ob * 3600.0 / ours_cost.price_per_gpu_hour
             out.theirs_tokens_per_dollar = tb * 3600.0 / theirs_cost.price_per_gpu_hour
+            out.ours_usd_per_million = 1e6 / out.ours_tokens_per_dollar
+            out.theirs_usd_per_million = 1e6 / out.theirs_tokens_per_dollar
             out.ratio_per_dollar = out.ours_tokens_per_dollar / out.theirs_tokens_per_dollar
         if ours_cost.power_w_per_gpu and theirs_cost.power_w_per_gpu:
             out.ours_tokens_per_joule = ob / ours_cost.power_w_per_gpu
             out.theirs_tokens_per_joule = tb / theirs_cost.power_w_per_gpu
             out.ratio_per_watt = out.ours_tokens_per_joule / out.theirs_tokens_per_joule
     return out
+
+
+def _without_latency(result: object, gpus: int | None) -> list[float]:
+    return [
+        y
+        for p in result.points  # type: ignore[attr-defined]
+        if p.status != "failed"
+        and interactivity(p) is None
+        and (y := throughput_per_gpu(p, gpus)) is not None
+    ]
+
+
+def _best_point(result: object, gpus: int | None, best: float | None):
+    """The sweep point whose tok/s/GPU is ``best``."""
+    if best is None:
+        return None
+    for p in result.points:  # type: ignore[attr-defined]
+        y = throughput_per_gpu(p, gpus)
+        if y is not None and abs(y - best) <= 1e-9 * max(1.0, abs(best)):
+            return p
+    return None
+
+
+def _per_gpu_interval(point, gpus: int | None) -> tuple[float, float] | None:
+    """The point's 95% interval of output tok/s/GPU across repeats, where it has one."""
+    per_gpu = point.ci.get("output_throughput_per_gpu", {}).get("value")
+    if per_gpu is not None:
+        return per_gpu
+    total = point.ci.get("output_throughput", {}).get("value")
+    if total is not None and gpus:
+        return (total[0] / gpus, total[1] / gpus)
+    return None

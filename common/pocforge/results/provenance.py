@@ -43,10 +43,33 @@ PACKAGES = (
 )
 # Variables that change what a framework or a collective does; anything else is noise.
 ENV_PREFIXES = (
-    "ROCM_", "HIP_", "HSA_", "HCC_", "MIOPEN_", "RCCL_", "NCCL_", "CUDA_", "NVIDIA_",
-    "VLLM_", "SGLANG_", "TORCH_", "PYTORCH_", "TORCHINDUCTOR_", "TRITON_", "DS_",
-    "DEEPSPEED_", "OMP_", "MKL_", "KMP_", "UCX_", "FI_", "GLOO_", "AITER_", "HF_",
-    "TRANSFORMERS_", "POCFORGE_",
+    "ROCM_",
+    "HIP_",
+    "HSA_",
+    "HCC_",
+    "MIOPEN_",
+    "RCCL_",
+    "NCCL_",
+    "CUDA_",
+    "NVIDIA_",
+    "VLLM_",
+    "SGLANG_",
+    "TORCH_",
+    "PYTORCH_",
+    "TORCHINDUCTOR_",
+    "TRITON_",
+    "DS_",
+    "DEEPSPEED_",
+    "OMP_",
+    "MKL_",
+    "KMP_",
+    "UCX_",
+    "FI_",
+    "GLOO_",
+    "AITER_",
+    "HF_",
+    "TRANSFORMERS_",
+    "POCFORGE_",
 )
 ENV_NAMES = ("LD_LIBRARY_PATH", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")
 
@@ -86,9 +109,7 @@ def package_versions(names: tuple[str, ...] = PACKAGES) -> dict[str, str | None]
 
 def relevant_env(env: Mapping[str, str], redactor: Redactor) -> dict[str, str]:
     """Variables with a relevant prefix or name; secret-named ones and secret values masked."""
-    keep = {
-        k: v for k, v in env.items() if k.startswith(ENV_PREFIXES) or k in ENV_NAMES
-    }
+    keep = {k: v for k, v in env.items() if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
     return dict(sorted(redactor.env(keep).items()))
 
 

@@ -192,6 +192,11 @@ class ServingPoint(Doc):
     records_file: str | None = Field(
         None, description="Per-request records (bench JSONL), relative to the stage folder."
     )
+    telemetry_file: str | None = Field(
+        None,
+        description="The node's telemetry while the point ran (pocforge.telemetry JSONL), "
+        "relative to the stage folder.",
+    )
 
 
 class ServingResult(Doc):
@@ -200,7 +205,9 @@ class ServingResult(Doc):
     kind: Literal["pocforge-serving"] = "pocforge-serving"
     schema_version: Literal[1] = 1
     workload: str
-    tool: str = Field(description="pocforge, vllm, sglang, aiperf, guidellm, mad or trtllm-bench.")
+    tool: str = Field(
+        description="pocforge, vllm, sglang, aiperf, guidellm, mad, trtllm-bench, mlperf or published (numbers transcribed from a publication)."
+    )
     tool_version: str | None = None
     source_file: str | None = None
     model: str | None = None
@@ -321,10 +328,19 @@ class TrainingStep(Doc):
 
 
 class TrainingResult(Doc):
-    """Training benchmark (``training/result.json``)."""
+    """Training benchmark (``training/result.json``): the kit's own run, or another tool's
+    log read by an importer (``tool`` names which; its definitions travel with it)."""
 
     kind: Literal["pocforge-training"] = "pocforge-training"
     schema_version: Literal[1] = 1
+    tool: str = Field(
+        "pocforge",
+        description="pocforge (the kit's own benchmark), or the importer that read another "
+        "tool's output: megatron-log, dgxc.",
+    )
+    tool_version: str | None = None
+    source_file: str | None = Field(None, description="Imported file name(s), no directory.")
+    model: str | None = None
     framework: str
     world_size: int
     gpu: str | None = None
@@ -336,6 +352,13 @@ class TrainingResult(Doc):
     mfu: float | None = None
     peak_memory_gb: float | None = None
     final_loss: float | None = None
+    definitions: dict[str, str] = Field(
+        default_factory=dict, description="The tool's own definitions of the numbers it reports."
+    )
+    differences: list[DefinitionDifference] = Field(default_factory=list)
+    notes: list[str] = Field(
+        default_factory=list, description="How an import got its numbers (window, sources)."
+    )
 
 
 # --------------------------------------------------------------------------- versions

@@ -174,9 +174,15 @@ class Run:
         else:
             stamp = now()
             manifest = RunManifest(
-                poc=path.parent.name, run_id=path.name, status="interrupted", created_at=stamp,
-                updated_at=stamp, spec=None, spec_hash=None,
-                kit=kit_info(), hosts=[],
+                poc=path.parent.name,
+                run_id=path.name,
+                status="interrupted",
+                created_at=stamp,
+                updated_at=stamp,
+                spec=None,
+                spec_hash=None,
+                kit=kit_info(),
+                hosts=[],
             )
         return cls(path, manifest)
 
@@ -370,9 +376,7 @@ class Run:
             statuses = {  # retired attempts (``<stage>.attempt-<n>``) do not decide the outcome
                 s.status for name, s in self.manifest.stages.items() if ".attempt-" not in name
             }
-            status = next(
-                (s for s in ("interrupted", "failed") if s in statuses), "complete"
-            )
+            status = next((s for s in ("interrupted", "failed") if s in statuses), "complete")
         self.manifest.status = status  # type: ignore[assignment]
         self.manifest.writer = None
         self._save_manifest()

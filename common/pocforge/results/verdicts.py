@@ -430,6 +430,71 @@ def criteria_of(spec: dict[str, Any] | None) -> list[Any]:
     return [Criterion.model_validate(c) for c in raw]
 
 
+def _accuracy(c: Any, results: dict[str, Any]) -> CriterionVerdict:
+    """``accuracy.<task>.<metric>``: lm-eval's mean with its standard error (a normal
+    interval at the criterion's confidence); an infrastructure failure is inconclusive."""
+    from scipy.stats import norm
+
+    task, name = (c.parts + ["", ""])[1:3]
+    found = results.get(task)
+    if found is None:
+        return _criterion(c, _none(None, N_("no accuracy result for task {task}"), task=task))
+    if isinstance(found, str):
+        return _criterion(
+            c, _none(None, N_("not evaluated (infrastructure, not quality): {error}"), error=found)
+        )
+    score = found.metrics.get(name)
+    if score is None:
+        template = N_("task {task} reports no {name} (it reports: {names})")
+        names = ", ".join(found.metrics)
+        return _criterion(c, _none(None, template, task=task, name=name, names=names))
+    if not score.stderr:
+        pv = PointVerdict(
+            point=None,
+            verdict=decide(c.op, c.threshold, score.value, score.value),
+            estimate=score.value,
+            method="point",
+            n=found.samples,
+            notes=[_note(N_("no standard error reported: a point verdict"))],
+        )
+        return _criterion(c, pv)
+    z = float(norm.ppf(0.5 + c.confidence / 2))
+    lo, hi = score.value - z * score.stderr, score.value + z * score.stderr
+    pv = PointVerdict(
+        point=None,
+        verdict=decide(c.op, c.threshold, lo, hi),
+        estimate=score.value,
+        ci_low=lo,
+        ci_high=hi,
+        method="lm-eval stderr",
+        n=found.samples,
+    )
+    return _criterion(c, pv)
+
+
+def _parity(c: Any, result: Any) -> CriterionVerdict:
+    """``parity.<metric>``: deterministic numbers of greedy decoding, point verdicts."""
+    name = c.parts[1] if len(c.parts) > 1 else ""
+    if refused := _not_judgeable(c, "parity", name):
+        return refused
+    if result is None:
+        return _criterion(c, _none(None, N_("no parity result (the parity stage did not run)")))
+    value = getattr(result, name, None)
+    if value is None and name == "first_divergence":
+        value = float(result.max_tokens)  # nothing diverged: the whole continuation matched
+    if value is None:
+        return _criterion(c, _none(None, N_("parity measured no {name}"), name=name))
+    pv = PointVerdict(
+        point=None,
+        verdict=decide(c.op, c.threshold, float(value), float(value)),
+        estimate=float(value),
+        method="point",
+        n=result.prompts,
+        notes=[_note(N_("over {n} fixed prompts, greedy"), n=result.prompts)],
+    )
+    return _criterion(c, pv)
+
+
 def judge_run(run: Any, criteria: list[Any] | None = None) -> list[CriterionVerdict]:
     """Judge ``criteria`` (default: the run's spec's) on a run's stored results."""
     from pocforge.results.run_reader import RunData
@@ -449,6 +514,10 @@ def judge_run(run: Any, criteria: list[Any] | None = None) -> list[CriterionVerd
             out.append(_kernels(c, data.kernels))
         elif section == "collectives":
             out.append(_collectives(c, data.collectives))
+        elif section == "accuracy":
+            out.append(_accuracy(c, data.accuracy))
+        elif section == "parity":
+            out.append(_parity(c, data.parity))
         else:
             out.append(_criterion(c, _none(None, N_("unknown section {section}"), section=section)))
     return out

@@ -3,7 +3,7 @@
 Where the stages run follows from the spec:
 
 - **here**, for a single-node POC with no hosts or inventory of its own (the CPU demo):
-  ``kernels`` → ``serving`` → ``training`` → ``report`` (:mod:`.local`);
+  ``kernels`` → ``serving`` → ``parity`` → ``training`` → ``report`` (:mod:`.local`);
 - **on its nodes**, for a POC with hosts or an inventory, or given one (``pocforge
   rehearse`` gives its namespaced nodes): ``bringup`` → ``preflight`` → ``collectives`` →
   ``kernels`` → ``serving`` → ``training`` → ``report`` (:mod:`.cluster`), every node driven
@@ -28,7 +28,7 @@ from pocforge.runner import cluster, local
 from pocforge.runner.cluster import NodeFailure, Nodes
 from pocforge.spec import PocSpec
 
-LOCAL_STAGES = ("kernels", "serving", "training", "report")
+LOCAL_STAGES = ("kernels", "serving", "parity", "training", "report")
 CLUSTER_STAGES = (
     "bringup",
     "preflight",
@@ -61,6 +61,8 @@ def wants(spec: PocSpec, name: str, remote: bool) -> bool:
         return spec.kernels is not None and bool(spec.kernels.ops) and not on_gpus
     if name in ("serving", "training"):
         return getattr(spec, name, None) is not None
+    if name == "parity":  # here only: a cluster run has no baseline deployment yet
+        return not remote and spec.serving is not None and spec.serving.parity is not None
     if name == "collectives":
         named = any(c.parts[0] == "collectives" for c in spec.acceptance.criteria)
         return remote and (named or spec.cluster.nodes > 1)  # CPU nodes: the gloo benchmark

@@ -26,8 +26,10 @@ from pocforge.bench.sweep import run_sweep
 from pocforge.cluster import expectations_from_spec, inventory_from_spec, run_playbook_stage
 from pocforge.cluster.driver import PLAYBOOKS
 from pocforge.cluster.events import ClusterResult
+from pocforge.cluster.known_hosts import known_hosts_path, policy_vars
 from pocforge.cluster.workload import adopt_training, workload_vars
 from pocforge.frameworks.base import inventory_hosts, model_path
+from pocforge.runner import gates
 from pocforge.runtimes.provision import kit_wheels, needs_kit_wheels
 from pocforge.spec import PocSpec
 
@@ -51,7 +53,20 @@ class Nodes:
 
     @classmethod
     def from_spec(cls, spec: PocSpec, run_path: Path) -> Nodes:
-        return cls(inventory_from_spec(spec, run_path / "cluster" / "inventory.yml"))
+        inventory = inventory_from_spec(spec, run_path / "cluster" / "inventory.yml")
+        return cls(inventory, extravars=host_key_vars(spec))
+
+
+def host_key_vars(spec: PocSpec) -> dict:
+    """The SSH host-key policy of ``spec`` as every playbook's variables (``off`` is said
+    aloud: it is recorded in the run's ``cluster/known_hosts.json`` too)."""
+    mode = spec.cluster.ssh.host_keys
+    if mode == "off":
+        print(
+            f"warning: {spec.name}: SSH host keys are not checked (cluster.ssh.host_keys: off); "
+            "a man in the middle would go unnoticed"
+        )
+    return policy_vars(mode, known_hosts_path(spec))
 
 
 def unreachable_nodes(inventory: Path, timeout_s: float = 3.0) -> list[str]:
@@ -248,6 +263,10 @@ def run_serving(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
             _require(up, "serving: starting the ranks")
             base = entry_url(variables["workload_health_urls"])
             say(f"serving: every rank healthy; benchmarking {base} from this machine")
+            try:
+                gates.sanity_gate(spec, base, stage.dir, say)
+            except gates.GateError as exc:
+                raise NodeFailure(str(exc)) from None
             for workload in spec.serving.workloads:
                 say(f"serving: workload {workload.name}")
                 cfg = sweep_config(spec, workload, base, model_path(spec))
@@ -267,6 +286,8 @@ def run_serving(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
                         f"({next((p.error for p in summary.points if p.error), 'see summary.json')})"
                         f"{where}"
                     )
+            gates.accuracy_tasks(spec, base, stage.dir, say)
+            gates.parity_candidate(spec, base, stage.dir, say)
     finally:
         _collect_and_teardown(run, nodes, collected, say)
 

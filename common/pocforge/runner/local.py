@@ -1,19 +1,22 @@
 """The stages of a POC on this machine (a single-node POC with no hosts of its own).
 
 - ``serving``: build the tiny model if the spec asks, start the framework through its
-  adapter, sweep every workload (``serving/<workload>/summary.json`` + request records),
-  stop the server;
+  adapter, sweep every workload (``serving/<workload>/summary.json`` + request records,
+  the node's telemetry per point and its energy figures: :mod:`.telemetry`), stop the
+  server;
 - ``kernels``: the kit's kernel benchmark for ``kernels.ops`` (``kernels/bench.json`` as the
   bench wrote it, ``kernels/results.json`` for the dashboard; on a CPU: correctness only);
-- ``training``: the DeepSpeed benchmark (``training/summary.json``, ``result.json``).
+- ``training``: the DeepSpeed benchmark (``training/summary.json``, ``result.json``,
+  ``telemetry.jsonl``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pocforge import atomic
@@ -25,6 +28,8 @@ from pocforge.frameworks.process import ManagedProcess, free_port
 from pocforge.frameworks.startup import startup_timeout_s
 from pocforge.paths import workspace_root
 from pocforge.results.adapters import from_kernel_bench, from_training_summary
+from pocforge.runner import gates
+from pocforge.runner.telemetry import ServingTelemetry, gpu_hour_price, training_telemetry
 from pocforge.runtimes import resolve
 from pocforge.runtimes.plan import plan_deployment
 from pocforge.runtimes.provision import kit_wheels
@@ -38,7 +43,10 @@ class StageError(RuntimeError):
     """A stage that could not produce its result (one clear line)."""
 
 
-def run_serving(spec: PocSpec, stage_dir: Path, say: Say) -> None:
+@contextlib.contextmanager
+def serve(spec: PocSpec, stage_dir: Path, say: Say = print) -> Iterator[tuple[str, ManagedProcess]]:
+    """The spec's server here, in its runtime, until the block ends; yields its base URL and
+    its process (``check_alive()`` raises if it died)."""
     serving = spec.serving
     prepare_model(spec)
     ctx = LaunchContext.local(workspace_root(), host_override="127.0.0.1", port=free_port())
@@ -49,20 +57,48 @@ def run_serving(spec: PocSpec, stage_dir: Path, say: Say) -> None:
     server = ManagedProcess(launch, stage_dir / "server.log").start()
     try:
         say(
-            f"serving: starting {serving.framework} (pid {server.pid}), log {stage_dir / 'server.log'}"
+            f"{stage_dir.name}: starting {serving.framework} (pid {server.pid}), log {stage_dir / 'server.log'}"
         )
         waited = server.wait_healthy(timeout_s=startup_timeout_s(spec))
         base_url = launch.health_url.rsplit("/", 1)[0]
-        say(f"serving: healthy after {waited:.0f} s at {base_url}")
-        for workload in serving.workloads:
+        say(f"{stage_dir.name}: healthy after {waited:.0f} s at {base_url}")
+        yield base_url, server
+        server.check_alive()
+    finally:
+        server.stop()
+
+
+def run_serving(spec: PocSpec, stage_dir: Path, say: Say) -> None:
+    """Sanity gate, every workload's sweep, then the accuracy tasks and the parity prompts
+    on the same server."""
+    with serve(spec, stage_dir, say) as (base_url, server):
+        try:
+            gates.sanity_gate(spec, base_url, stage_dir, say)
+        except gates.GateError as exc:
+            raise StageError(str(exc)) from None
+        for workload in spec.serving.workloads:
             say(f"serving: workload {workload.name}")
             cfg = sweep_config(spec, workload, base_url, model_path(spec))
-            summary = run_sweep(cfg, stage_dir / workload.name)
+            folder = stage_dir / workload.name
+            telemetry = ServingTelemetry(folder, gpus=cfg.gpus, price=gpu_hour_price(spec), say=say)
+            try:
+                summary = run_sweep(cfg, folder, hook=telemetry)
+            finally:
+                telemetry.close()
             server.check_alive()
             if summary.status == "interrupted":
                 raise KeyboardInterrupt
-    finally:
-        server.stop()
+        gates.accuracy_tasks(spec, base_url, stage_dir, say)
+        gates.parity_candidate(spec, base_url, stage_dir, say)
+
+
+def run_parity(spec: PocSpec, stage_dir: Path, say: Say) -> None:
+    """The baseline (the framework's own kernels) answers the parity prompts; compared with
+    what the POC's configuration answered in the serving stage."""
+    try:
+        gates.run_parity_stage(spec, stage_dir, say, lambda variant, d: serve(variant, d, say))
+    except gates.GateError as exc:
+        raise StageError(str(exc)) from None
 
 
 def run_training_stage(
@@ -71,7 +107,8 @@ def run_training_stage(
     """The training benchmark here; ``node_rank``: this node's part of a multi-node run."""
     say(f"training: DeepSpeed ZeRO-{spec.training.zero_stage}, {spec.training.steps} steps")
     ctx = LaunchContext.local(workspace_root(), port=free_port(), node_rank=node_rank)
-    summary = run_training(spec, stage_dir, ctx)
+    with training_telemetry(stage_dir, spec.cluster.gpus_per_node, say):
+        summary = run_training(spec, stage_dir, ctx)
     if summary is None:  # a node other than the first: its ranks ran, rank 0 reports
         say(f"training: node {node_rank}'s ranks finished")
         return
@@ -119,6 +156,7 @@ def run_kernels(spec: PocSpec, stage_dir: Path, say: Say) -> None:
 STAGE_RUNNERS: dict[str, Callable[..., None]] = {
     "kernels": run_kernels,
     "serving": run_serving,
+    "parity": run_parity,
     "training": run_training_stage,
 }
 

@@ -8,6 +8,9 @@ The flags are the vendors' documented ones for their framework images:
   that may open them, and what ROCm's debugger and the HIP runtime need);
 - CUDA (vLLM's "Deploying with Docker"): ``--gpus all`` (the NVIDIA Container Toolkit);
   under podman ``--device nvidia.com/gpu=all`` (the toolkit's CDI devices);
+- TensorRT-LLM's images ("Quick Start Guide", "Launch Docker Container"): also
+  ``--ulimit memlock=-1 --ulimit stack=67108864`` (pinned host memory for MPI and NCCL, and
+  the stack its ranks need);
 - both: ``--ipc host`` (PyTorch shares tensors between ranks through shared memory: the
   node's own ``/dev/shm``, so no ``--shm-size``, which docker ignores next to it and podman
   refuses: "cannot set shmsize when running in the {host } IPC Namespace", measured with
@@ -46,6 +49,8 @@ CUDA_FLAGS = ("--gpus", "all")
 # NVIDIA Container Toolkit, "Support for Container Device Interface":
 # `podman run --rm --device nvidia.com/gpu=all ...` after `nvidia-ctk cdi generate`.
 CUDA_FLAGS_PODMAN = ("--device", "nvidia.com/gpu=all")
+# Flags a framework's own image documents beyond the platform's.
+FRAMEWORK_FLAGS = {"trtllm": ("--ulimit", "memlock=-1", "--ulimit", "stack=67108864")}
 
 
 # Where the kit's wheels are installed inside a container: a scratch folder put first on
@@ -81,6 +86,7 @@ def wrap(
         argv += ROCM_FLAGS
     elif runtime.vendor == "nvidia":
         argv += CUDA_FLAGS_PODMAN if runtime.engine == "podman" else CUDA_FLAGS
+    argv += FRAMEWORK_FLAGS.get(launch.framework, ())
     argv += ["--ipc", "host", "--network", "host"]
     for mount in [*mounts, *runtime.mounts]:
         argv += ["--volume", mount]

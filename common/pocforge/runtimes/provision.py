@@ -32,7 +32,12 @@ from pocforge.spec import PocSpec
 # Accelerator vendor -> the kit's requirement file for a framework venv on that GPU.
 REQUIREMENTS = {"amd": "rocm.txt", "nvidia": "cuda.txt"}
 # The framework's distribution on a GPU node (what pip installs at the spec's version).
-DISTRIBUTIONS = {"vllm": "vllm", "sglang": "sglang[all]", "deepspeed": "deepspeed"}
+DISTRIBUTIONS = {
+    "vllm": "vllm",
+    "sglang": "sglang[all]",
+    "trtllm": "tensorrt-llm",  # PyPI's name (its console script is trtllm-serve)
+    "deepspeed": "deepspeed",
+}
 # The kit's distributions and the folders they build from (kit_root()-relative).
 KIT_DISTRIBUTIONS = {"pocforge": "common", "pocforge-kernels": "kernels"}
 

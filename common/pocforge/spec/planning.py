@@ -20,6 +20,7 @@ from pocforge.plan import (
     TrainingPoint,
 )
 from pocforge.spec.schema import Lengths, MegatronLayout, PocSpec, ServingSpec, Workload
+from pocforge.spec.trtllm_options import server_numbers
 from pocforge.tiny_model.make import planned_config
 
 # model.quantization -> the planner's weight format (int8/AWQ/GPTQ: their weight bytes)
@@ -91,6 +92,10 @@ def serving_model(spec: PocSpec, shape: Shape, layout: Layout | None = None) -> 
     fraction = _engine_number(serving, "gpu_memory_utilization", "mem_fraction_static")
     batched = _engine_number(serving, "max_num_batched_tokens", "chunked_prefill_size")
     batch = _engine_number(serving, "max_num_seqs", "max_running_requests")
+    if serving.framework == "trtllm":  # typed flags or its LLM API options, not engine_args
+        trt_batch, trt_tokens = server_numbers(spec)
+        batch = float(trt_batch) if trt_batch else None
+        batched = float(trt_tokens) if trt_tokens else None
     return Serving(
         shape,
         layout or serving_layout(spec),

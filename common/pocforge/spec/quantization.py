@@ -11,6 +11,13 @@ dropped on the way to the server. ``None``: no flag (the checkpoint is served as
   (vLLM's online block shorthand ``fp8_per_block`` would clash with such a checkpoint's
   own method and stop the server);
 - ``int8``: SGLang's ``w8a8_int8`` (an INT8 W8A8 checkpoint); vLLM has no such flag.
+
+TensorRT-LLM's ``trtllm-serve`` has no ``--quantization``: its PyTorch backend reads the
+method from the checkpoint (a ModelOpt checkpoint's ``hf_quant_config.json``, or the
+``quantization_config`` of its ``config.json``) and never quantizes online. So ``fp8``,
+``fp8_block`` and ``mxfp4`` name what a pre-quantized checkpoint holds
+(``nvidia/Llama-3.1-70B-Instruct-FP8``, DeepSeek-V3's block FP8, gpt-oss's MXFP4) and pass
+no flag; the kit's TensorRT-LLM plans cover no INT8, AWQ or GPTQ checkpoint.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ FLAGS: dict[str, dict[str, str | None]] = {
         "gptq": "gptq",
         "mxfp4": "mxfp4",
     },
+    "trtllm": {"none": None, "fp8": None, "fp8_block": None, "mxfp4": None},
 }
 # What to write instead, for a value a framework has no flag for.
 INSTEAD: dict[tuple[str, str], str] = {
@@ -41,6 +49,14 @@ INSTEAD: dict[tuple[str, str], str] = {
         "its config.json, so write quantization: none; online INT8 of MoE experts is "
         "serving.engine_args {quantization: experts_int8}"
     ),
+    **{
+        ("trtllm", method): (
+            "TensorRT-LLM reads the quantization from a pre-quantized checkpoint (ModelOpt's "
+            "hf_quant_config.json) and the kit's trtllm plans cover fp8, fp8_block and mxfp4 "
+            "ones; serve this checkpoint with vllm or sglang"
+        )
+        for method in ("int8", "awq", "gptq")
+    },
 }
 
 

@@ -10,8 +10,9 @@ import json
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from pocforge.catalog import gpu
+from pocforge.catalog import gpu, gpu_names
 from pocforge.metrics import STATISTICS, judgeable, metric
+from pocforge.spec import trtllm_options
 from pocforge.spec.planning import facts_of, serving_model, shape_of, workload_points
 from pocforge.spec.quantization import quantization_problem
 from pocforge.spec.schema import MegatronLayout, PocSpec
@@ -82,10 +83,11 @@ def dp_attention_needs_moe(spec: PocSpec) -> Iterator[Finding]:
     if spec.serving is None or not spec.serving.parallelism.dp_attention:
         return
     path = ("serving", "parallelism", "dp_attention")
-    if spec.serving.framework != "sglang":
+    if spec.serving.framework not in ("sglang", "trtllm"):
         yield (
             path,
-            "dp_attention is an SGLang option; with vLLM use dp with ep for attention data parallelism",
+            "dp_attention is an SGLang option (and TensorRT-LLM's enable_attention_dp); with "
+            "vLLM use dp with ep for attention data parallelism",
         )
     if facts_of(spec).is_moe is not True:
         yield (
@@ -168,6 +170,78 @@ def platform_switches_apply(spec: PocSpec) -> Iterator[Finding]:
             f"serving.runtime.env sets VLLM_ROCM_USE_AITER={env!r}, the opposite of aiter: "
             f"{str(aiter).lower()}; keep one of the two",
         )
+
+
+def trtllm_deployment_fits(spec: PocSpec) -> Iterator[Finding]:
+    """TensorRT-LLM (``framework: trtllm``) runs on an NVIDIA GPU, on one node (its multi-node
+    serving starts every rank through MPI, ``mpirun`` or ``srun`` with ``trtllm-llmapi-launch``,
+    which the kit's one launch per node does not do), in its own layout: ``tp_size`` GPUs per
+    server, attention DP over all of them, ``ep`` dividing ``tp`` (each MoE layer splits its
+    GPUs into ep × moe_tp), no data-parallel copies inside one server; it takes no
+    ``--served_model_name`` and an E4M3 FP8 KV cache only; its flags and LLM API keys are
+    TensorRT-LLM's (``spec/trtllm_options.py``). The ``serving.trtllm`` block is for it only."""
+    serving = spec.serving
+    if serving is None:
+        return
+    if serving.framework != "trtllm":
+        if serving.trtllm is not None:
+            yield (
+                ("serving", "trtllm"),
+                f"the trtllm block is for framework: trtllm (this spec serves with "
+                f"{serving.framework}); remove it, or set serving.framework: trtllm",
+            )
+        return
+    facts = gpu(spec.cluster.gpu)
+    if facts.vendor != "nvidia":
+        nvidia = ", ".join(name for name in gpu_names() if gpu(name).vendor == "nvidia")
+        what = f"{facts.name} ({facts.vendor.upper()})" if facts.is_gpu else "cpu (no GPU)"
+        yield (
+            ("cluster", "gpu"),
+            f"serving.framework trtllm (TensorRT-LLM) runs on NVIDIA GPUs only and cluster.gpu "
+            f"is {what}; set cluster.gpu to an NVIDIA GPU of the catalog ({nvidia}), or serve "
+            "with vllm or sglang",
+        )
+    if spec.cluster.nodes > 1:
+        yield (
+            ("cluster", "nodes"),
+            f"the kit serves trtllm on one node and cluster.nodes is {spec.cluster.nodes}: "
+            "TensorRT-LLM's multi-node serving starts all ranks through MPI (mpirun, or srun "
+            "with trtllm-llmapi-launch); set nodes: 1 (serving.replicas for more copies), or "
+            "serve across nodes with vllm or sglang",
+        )
+    par = serving.parallelism
+    where = ("serving", "parallelism")
+    if par.dp > 1 and not par.dp_attention:
+        yield (
+            (*where, "dp"),
+            f"dp = {par.dp}: one trtllm-serve holds one copy of the model; use "
+            "serving.replicas for copies, or dp_attention with dp = tp (attention DP)",
+        )
+    if par.dp_attention and par.dp != par.tp:
+        yield (
+            (*where, "dp"),
+            f"TensorRT-LLM's attention DP (enable_attention_dp) spans all tp GPUs: with "
+            f"dp_attention, dp must equal tp ({par.tp}), not {par.dp}",
+        )
+    if par.ep > 1 and par.tp % par.ep:
+        yield (
+            (*where, "ep"),
+            f"ep = {par.ep} does not divide tp = {par.tp}: TensorRT-LLM splits each MoE layer's "
+            "tp GPUs into ep × moe_tp",
+        )
+    if spec.model.served_name is not None:
+        yield (
+            ("model", "served_name"),
+            "trtllm-serve has no --served_model_name (clients name the model by the id or "
+            "path it serves); remove model.served_name",
+        )
+    if spec.model.kv_cache_dtype not in trtllm_options.KV_CACHE_DTYPES:
+        yield (
+            ("model", "kv_cache_dtype"),
+            f"TensorRT-LLM has no {spec.model.kv_cache_dtype} KV cache (its FP8 cache is "
+            "E4M3, kv_cache_config.dtype: fp8); write fp8 or auto",
+        )
+    yield from trtllm_options.problems(spec)
 
 
 def _local_config(spec: PocSpec) -> dict | None:
@@ -311,6 +385,54 @@ def _megatron_on_cpu(training, layout: MegatronLayout) -> Iterator[Finding]:
             yield ((*where, name), f"{name} needs a GPU node; the CPU driver does not run it")
 
 
+def competitors_are_comparable(spec: PocSpec) -> Iterator[Finding]:
+    """The price basis is one the catalog has, a competitor names one of our workloads, and
+    a ``published`` file is not also given a ``published`` block (it carries its own)."""
+    from pocforge.catalog.prices import price_bases
+
+    compare = spec.compare
+    if compare.price_basis not in price_bases():
+        yield (
+            ("compare", "price_basis"),
+            f"unknown price basis {compare.price_basis!r} (catalog/prices.yaml has: "
+            f"{', '.join(price_bases())})",
+        )
+    ours = [w.name for w in spec.serving.workloads] if spec.serving else []
+    for index, comp in enumerate(compare.competitors):
+        if comp.workload is not None and comp.workload not in ours:
+            yield (
+                ("compare", "competitors", index, "workload"),
+                f"no workload named {comp.workload!r} (workloads: {', '.join(ours) or 'none'})",
+            )
+        if comp.format == "published" and comp.published is not None:
+            yield (
+                ("compare", "competitors", index, "published"),
+                "a `published` file names its own source and date; leave this block out",
+            )
+
+
+def gates_have_something_to_check(spec: PocSpec) -> Iterator[Finding]:
+    """Parity compares the POC's kit kernels against the framework's own, so it needs
+    kernels; accuracy task names are unique; the gates need vLLM's or SGLang's completions
+    with log-probabilities."""
+    serving = spec.serving
+    if serving is None:
+        return
+    if serving.parity is not None and not serving.kernels:
+        yield (
+            ("serving", "parity"),
+            "parity compares the POC's kit kernels with the framework's own, and "
+            "serving.kernels is empty: add kernels or remove the gate",
+        )
+    names = [t.name for t in serving.accuracy]
+    for index, name in enumerate(names):
+        if name in names[:index]:
+            yield (
+                ("serving", "accuracy", index, "name"),
+                f"accuracy task {name!r} is listed twice",
+            )
+
+
 def hosts_match_nodes(spec: PocSpec) -> Iterator[Finding]:
     """Listed hosts are one per node, with unique names."""
     hosts = spec.cluster.hosts
@@ -376,7 +498,18 @@ def _criterion_problem(spec: PocSpec, parts: list[str]) -> str | None:
         if len(parts) < 3 or parts[1] not in COLLECTIVES:
             return f"write collectives.<collective>.<metric> with a collective of {', '.join(COLLECTIVES)}"
         return _metric_problem("collectives", parts[2:], spec)
-    return "a metric path starts with serving, training, kernels or collectives"
+    if section == "accuracy":
+        tasks = [t.name for t in spec.serving.accuracy] if spec.serving else []
+        if len(parts) != 3:
+            return "write accuracy.<task>.<metric> (the metric as the task's lm-eval YAML names it)"
+        if parts[1] not in tasks:
+            return f"no accuracy task named {parts[1]!r} in serving.accuracy ({', '.join(tasks) or 'none'})"
+        return None
+    if section == "parity":
+        if spec.serving is None or spec.serving.parity is None:
+            return "the spec has no serving.parity gate"
+        return _metric_problem("parity", parts[1:], spec)
+    return "a metric path starts with serving, training, kernels, collectives, accuracy or parity"
 
 
 def _metric_problem(section: str, rest: list[str], spec: PocSpec) -> str | None:
@@ -441,9 +574,12 @@ RULES: list[Rule] = [
     serving_kernels_run,
     quantization_has_a_flag,
     platform_switches_apply,
+    trtllm_deployment_fits,
     training_fits_cluster,
     training_framework_fields,
     megatron_layout_fits,
+    competitors_are_comparable,
+    gates_have_something_to_check,
     hosts_match_nodes,
     workload_names_unique,
     criteria_are_produced,

@@ -7,6 +7,7 @@ keys so a typo is an error, not a silently ignored setting.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -23,6 +24,7 @@ from pydantic import (
 )
 
 from pocforge.catalog import ModelFacts, gpu_names
+from pocforge.spec.gates import AccuracyTask, ParityGate, SanityGate
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 KERNEL_OPS = (
@@ -157,6 +159,14 @@ class Ssh(Strict):
     become: bool | None = Field(
         None,
         description="Run the few tasks that need root (the kit's folder `/opt/pocforge`, the GPU and PCIe probes, a weights folder outside it) through sudo; default: when `user` is not root. Passwordless sudo, or `ansible_become_password` in the inventory.",
+    )
+    host_keys: Literal["tofu", "strict", "off"] = Field(
+        "tofu",
+        description="Checking the nodes' SSH host keys against `known_hosts`: `tofu` trusts a node's key the first time and refuses a changed one; `strict` accepts only keys already in the file; `off` checks nothing (a man in the middle goes unnoticed; the run records and prints that it was off).",
+    )
+    known_hosts: str = Field(
+        "known_hosts",
+        description="The POC's known-hosts file (relative to the POC folder): the nodes' keys, recorded at first contact, reviewed like the rest of the POC.",
     )
 
 
@@ -392,8 +402,37 @@ class ServingPlatform(Strict):
     )
 
 
+class TrtllmServe(Strict):
+    """TensorRT-LLM's OpenAI server, `trtllm-serve` with its PyTorch backend (`framework:
+    trtllm`, one NVIDIA node). Unset: TensorRT-LLM's default. Other `trtllm-serve` flags go in
+    `serving.engine_args` under their own names (`num_postprocess_workers: 4`)."""
+
+    max_batch_size: int | None = Field(
+        None,
+        ge=1,
+        description="Requests the engine schedules at once (`--max_batch_size`); TensorRT-LLM's default: 2048.",
+    )
+    max_num_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="Tokens batched into one forward pass (`--max_num_tokens`); TensorRT-LLM's default: 8192.",
+    )
+    kv_cache_free_gpu_memory_fraction: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="Share of the GPU memory the weights leave that the KV cache takes (`--kv_cache_free_gpu_memory_fraction`); TensorRT-LLM's default: 0.9.",
+    )
+    llm_api_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="LLM API options (`TorchLlmArgs` fields), written to `extra-llm-api-options.yaml` and passed as `--extra_llm_api_options`, e.g. `cuda_graph_config: {enable_padding: true, max_batch_size: 128}`, `kv_cache_config: {enable_block_reuse: false}`, `stream_interval: 10`. Top-level keys are checked against TensorRT-LLM's (`pocforge.spec.trtllm_options`). Attention DP (`enable_attention_dp`), the KV-cache dtype (`kv_cache_config.dtype`), `dtype`, `max_seq_len` and the parallel sizes come from `serving.parallelism` and `model`; a key here that names one must agree with it.",
+    )
+
+
 class ServingSpec(Strict):
-    framework: Literal["vllm", "sglang"] = Field(description="Serving framework.")
+    framework: Literal["vllm", "sglang", "trtllm"] = Field(
+        description="Serving framework; `trtllm` is TensorRT-LLM's `trtllm-serve` (NVIDIA GPUs, one node)."
+    )
     version: str | None = Field(
         None, description="Exact framework version the POC is pinned to (e.g. `0.32.0`)."
     )
@@ -411,7 +450,7 @@ class ServingSpec(Strict):
     )
     engine_args: dict[str, EngineArg] = Field(
         default_factory=dict,
-        description="Extra engine arguments, passed through (`max-num-seqs: 256`).",
+        description="Extra engine arguments, passed through (`max-num-seqs: 256`); for `trtllm` the `trtllm-serve` flags under their own underscore names (`num_postprocess_workers: 4`, `trust_remote_code: true`).",
     )
     kernels: list[KernelOp] = Field(
         default_factory=list, description="Kit kernels to plug into the framework."
@@ -423,6 +462,22 @@ class ServingSpec(Strict):
     platform: ServingPlatform | None = Field(
         None,
         description="The framework's switches for this GPU platform, typed (a variable set in `runtime.env` as well must agree).",
+    )
+    trtllm: TrtllmServe | None = Field(
+        None,
+        description="TensorRT-LLM's server settings and LLM API options (`framework: trtllm` only); default: TensorRT-LLM's own.",
+    )
+    sanity: SanityGate = Field(
+        default_factory=SanityGate,
+        description="Fixed prompts answered before any sweep; a broken answer stops the stage.",
+    )
+    accuracy: list[AccuracyTask] = Field(
+        default_factory=list,
+        description="lm-evaluation-harness tasks run against this deployment after the sweeps.",
+    )
+    parity: ParityGate | None = Field(
+        None,
+        description="Serve fixed prompts with and without the POC's kernels and patches and compare tokens and log-probabilities (needs `kernels` or patches).",
     )
 
 
@@ -609,7 +664,7 @@ def _criterion(value: Any) -> Any:
 
 class Criterion(Strict):
     metric: str = Field(
-        description="Metric path: `serving.<workload>.<metric>[.<statistic>]`, `training.<metric>`, `kernels.<op>.<metric>` or `collectives.<collective>.<metric>`."
+        description="Metric path: `serving.<workload>.<metric>[.<statistic>]`, `training.<metric>`, `kernels.<op>.<metric>`, `collectives.<collective>.<metric>`, `accuracy.<task>.<metric>` (the task's lm-eval metric) or `parity.<metric>`."
     )
     op: Literal["<=", "<", ">=", ">"] = Field(description="Comparator.")
     threshold: float = Field(description="Value the metric is compared with.")
@@ -642,17 +697,50 @@ class AcceptanceSpec(Strict):
 # --------------------------------------------------------------------------- compare
 
 
+class PublishedSource(Strict):
+    """Where a competitor's numbers were published: the dashboard labels them "published,
+    not measured here" and names this source."""
+
+    url: str = Field(pattern=r"^https?://", description="Address of the published result.")
+    seen: dt.date = Field(description="When it was read (YYYY-MM-DD).")
+    publisher: str = Field(
+        min_length=1, description="Who published it, e.g. `MLCommons (NVIDIA submission)`."
+    )
+
+
 class Competitor(Strict):
     name: str = Field(
         min_length=1, description="Label in the dashboard, e.g. `H200 vLLM (customer run)`."
     )
     file: str = Field(min_length=1, description="Result file (relative to the POC folder).")
-    format: Literal["pocforge", "vllm", "sglang", "aiperf", "guidellm", "mad", "trtllm-bench"] = (
-        Field(description="Tool that produced the file.")
+    format: Literal[
+        "pocforge",
+        "vllm",
+        "sglang",
+        "aiperf",
+        "guidellm",
+        "mad",
+        "trtllm-bench",
+        "mlperf",
+        "published",
+    ] = Field(
+        description="Tool that produced the file; `published`: a small YAML file of numbers a vendor or benchmark site printed, with its source and date (`pocforge.results.importers.published`); `mlperf`: an MLPerf Inference LoadGen summary."
+    )
+    workload: str | None = Field(
+        None,
+        description="Our workload it is compared with; default: the workload of the same name, or every workload when the file has one result.",
+    )
+    published: PublishedSource | None = Field(
+        None,
+        description="For a result file taken from a publication (an MLPerf submission, a vendor's page): where and when; `format: published` files carry their own.",
     )
     gpu: str | None = Field(None, description="GPU type it ran on.")
     gpus: int | None = Field(None, ge=1, description="GPUs it used (for per-GPU comparisons).")
-    price_per_gpu_hour: float | None = Field(None, gt=0, description="For per-dollar comparisons.")
+    price_per_gpu_hour: float | None = Field(
+        None,
+        gt=0,
+        description="For per-dollar comparisons; default: the catalog's price for `gpu` on `compare.price_basis`.",
+    )
     power_w_per_gpu: float | None = Field(None, gt=0, description="For per-watt comparisons.")
 
 
@@ -662,6 +750,15 @@ class CompareSpec(Strict):
     )
     competitors: list[Competitor] = Field(
         default_factory=list, description="Other results on the same workload."
+    )
+    price_basis: str = Field(
+        "owning-hyperscaler-tco",
+        description="Which GPU-hour price table of the catalog (`catalog/prices.yaml`) per-dollar comparisons use, for both sides: compare like with like.",
+    )
+    price_per_gpu_hour: float | None = Field(
+        None,
+        gt=0,
+        description="Our GPU-hour price (the customer's own rate); default: the catalog's price for the cluster's GPU on `price_basis`.",
     )
 
 

@@ -1,7 +1,9 @@
 """Energy of a benchmark point from one GPU's telemetry series, and the per-point figures.
 
-:func:`window_energy` takes one GPU's samples (:class:`~pocforge.telemetry.parsers.GpuSample`,
-any order) and a point's own window ``[start_s, end_s]``:
+:func:`window_energy` takes one device's samples (a GPU's
+:class:`~pocforge.telemetry.parsers.GpuSample`, or a CPU package's
+:class:`~pocforge.telemetry.host.PackageSample` on a host without GPUs; any order) and a
+point's own window ``[start_s, end_s]``:
 
 - **Coverage.** A window the samples do not cover is ``valid=False`` with the reason, never
   estimated: the first sample later than ``start + tolerance``, the last earlier than
@@ -25,7 +27,8 @@ any order) and a point's own window ``[start_s, end_s]``:
 - ``joules_per_output_token`` = Σ energy over the point's GPUs / output tokens;
 - ``output_tokens_per_s_per_kw`` = (output tokens / window s) / (Σ average power / 1000);
 - ``usd_per_million_output_tokens`` = GPU count × window h × GPU-hour price / (output tokens
-  / 10^6): what the GPUs cost while they produced the tokens, telemetry or not.
+  / 10^6): what the GPUs cost while they produced the tokens, telemetry or not
+  (:func:`usd_per_million_tokens`).
 
 The energy figures are ``None`` unless every GPU of the point has a valid estimate.
 """
@@ -34,13 +37,27 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pocforge.telemetry.parsers import GpuSample
-
 GAP_INTERVALS = 3.0  # a gap longer than this many sampling intervals breaks coverage
+
+
+class Reading(Protocol):
+    """What the integration reads of a sample: a GpuSample, or a CPU package's reading
+    (its package index as ``gpu``)."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def gpu(self) -> int: ...
+    @property
+    def timestamp_s(self) -> float: ...
+    @property
+    def power_w(self) -> float | None: ...
+    @property
+    def energy_j(self) -> float | None: ...
 
 
 class EnergyEstimate(BaseModel):
@@ -49,7 +66,8 @@ class EnergyEstimate(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     host: str
-    gpu: int
+    gpu: int = Field(description="The device's index (a GPU, or a CPU package).")
+    device: str = Field("GPU", description="What the device is: GPU, or CPU package.")
     start_s: float
     end_s: float
     valid: bool
@@ -137,7 +155,7 @@ def coverage_problem(
     return None
 
 
-def _span(samples: Sequence[GpuSample], start: float, end: float) -> list[GpuSample]:
+def _span(samples: Sequence[Reading], start: float, end: float) -> list[Reading]:
     """The samples from the last one at or before ``start`` to the first at or after ``end``."""
     times = [s.timestamp_s for s in samples]
     first = max(bisect.bisect_right(times, start) - 1, 0)
@@ -146,7 +164,7 @@ def _span(samples: Sequence[GpuSample], start: float, end: float) -> list[GpuSam
 
 
 def _counter_energy(
-    span: Sequence[GpuSample], start: float, end: float, coverage: str | None
+    span: Sequence[Reading], start: float, end: float, coverage: str | None
 ) -> tuple[float | None, str | None]:
     """The counter's difference over the window, or ``None`` and why it cannot be used."""
     missing = sum(s.energy_j is None for s in span)
@@ -170,14 +188,16 @@ def _counter_energy(
 
 
 def window_energy(
-    samples: Sequence[GpuSample],
+    samples: Sequence[Reading],
     start_s: float,
     end_s: float,
     *,
     interval_s: float,
     tolerance_s: float | None = None,
+    device: str = "GPU",
 ) -> EnergyEstimate:
-    """One GPU's energy over ``[start_s, end_s]`` from its samples (see the module notes)."""
+    """One device's energy over ``[start_s, end_s]`` from its samples (see the module notes);
+    ``device`` names what it is in the estimate and its reasons."""
     if not samples:
         raise ValueError("no samples")
     if end_s <= start_s:
@@ -190,7 +210,7 @@ def window_energy(
     ((host, gpu),) = gpus
     tolerance = interval_s if tolerance_s is None else tolerance_s
     ordered = sorted(samples, key=lambda s: s.timestamp_s)
-    base = {"host": host, "gpu": gpu, "start_s": start_s, "end_s": end_s}
+    base = {"host": host, "gpu": gpu, "device": device, "start_s": start_s, "end_s": end_s}
     duration = end_s - start_s
 
     span = _span(ordered, start_s, end_s)
@@ -244,10 +264,7 @@ def point_energy(
     if output_tokens < 0 or gpu_count < 1:
         raise ValueError(f"output_tokens={output_tokens}, gpu_count={gpu_count}")
     ((start_s, end_s),) = windows
-    hours = (end_s - start_s) / 3600
-    usd = None
-    if gpu_hour_usd is not None and output_tokens > 0:
-        usd = gpu_count * hours * gpu_hour_usd / (output_tokens / 1e6)
+    usd = usd_per_million_tokens(gpu_count, end_s - start_s, output_tokens, gpu_hour_usd)
     base = {
         "start_s": start_s,
         "end_s": end_s,
@@ -257,11 +274,12 @@ def point_energy(
         "per_gpu": tuple(estimates),
     }
 
-    reasons = [f"{e.host} GPU {e.gpu}: {e.reason}" for e in estimates if not e.valid]
+    reasons = [f"{e.host} {e.device} {e.gpu}: {e.reason}" for e in estimates if not e.valid]
     if len({(e.host, e.gpu) for e in estimates}) != len(estimates):
-        reasons.append("a GPU appears twice")
+        reasons.append(f"a {estimates[0].device} appears twice")
     if len(estimates) != gpu_count:
-        reasons.append(f"telemetry for {len(estimates)} of {gpu_count} GPUs")
+        devices = estimates[0].device + ("s" if gpu_count != 1 else "")
+        reasons.append(f"telemetry for {len(estimates)} of {gpu_count} {devices}")
     if reasons:
         return PointEnergy(**base, valid=False, reason="; ".join(reasons))
 
@@ -279,3 +297,13 @@ def point_energy(
         joules_per_output_token=per_token,
         output_tokens_per_s_per_kw=per_kw,
     )
+
+
+def usd_per_million_tokens(
+    gpus: int, seconds: float, output_tokens: int, gpu_hour_usd: float | None
+) -> float | None:
+    """What ``gpus`` GPUs cost over ``seconds`` per million output tokens; None without a
+    price or tokens."""
+    if gpu_hour_usd is None or output_tokens <= 0:
+        return None
+    return gpus * (seconds / 3600) * gpu_hour_usd / (output_tokens / 1e6)

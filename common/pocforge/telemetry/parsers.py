@@ -288,9 +288,13 @@ def _amd_throttle(entry: Mapping[str, Any]) -> tuple[str, ...] | None:
 
 
 def parse_amd_smi_metric_json(
-    text: str, *, host: str, timestamp: float | None = None
+    text: str, *, host: str, timestamp: float | None = None, output_time: bool = True
 ) -> list[GpuSample]:
-    """``amd-smi metric --json`` (any subset of its sections, e.g. ``-p -u -c -t -m -E``)."""
+    """``amd-smi metric --json`` (any subset of its sections, e.g. ``-p -u -c -t -m -E``).
+
+    ``output_time=False`` stamps every GPU with ``timestamp`` even where the output has its
+    own: watch mode's is ``int(time.time())`` (``amdsmi_cli/amdsmi_commands.py``), up to a
+    second early, while the sampler knows when it read the document to the millisecond."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -307,7 +311,7 @@ def parse_amd_smi_metric_json(
         if not isinstance(entry, Mapping) or "gpu" not in entry:
             raise TelemetryParseError("amd-smi", f"GPU entry without a 'gpu' index: {entry!r}")
         gpu = _index("amd-smi", entry["gpu"])
-        stamp = entry.get("timestamp")
+        stamp = entry.get("timestamp") if output_time else None
         found = _number("amd-smi", f"GPU {gpu}: timestamp", stamp) if stamp is not None else None
         samples.append(
             GpuSample(

@@ -73,7 +73,8 @@ def megatron_summary(
     if driver_facts:
         memory, kind = driver_facts["peak_memory_gb"], driver_facts["peak_memory_kind"]
     elif log.memory:
-        memory = max(m.max_allocated_mb for m in log.memory) / 1000.0
+        # Megatron's "memory (MB)" is bytes / 2**20
+        memory = max(m.max_allocated_mb for m in log.memory) * 2**20 / 1e9
     reported = {"elapsed_ms": steady.elapsed_ms}
     if steady.tflops_per_gpu is not None:
         reported["tflops_per_gpu"] = steady.tflops_per_gpu

@@ -8,16 +8,27 @@ ours (:class:`~pocforge.results.schema.DefinitionDifference`), and writes a run:
   per-request data, ``serving/<workload>/requests-<point>.jsonl`` in the serving
   benchmark's record format;
 - ``collectives/<collective>.json`` (``CollectiveResult``);
+- ``training/result.json`` (``TrainingResult``, the kind the kit's own training benchmark
+  writes, so the dashboard, verdicts and comparisons read it alike) from a training log;
 - ``imported/<original file>``: the input, byte for byte (secrets scrubbed).
+
+A training log does not always say what its numbers need: ``--gpus`` (world size),
+``--seq-len`` (tokens/s/GPU from step times), ``--dtype`` and ``--gpu`` (MFU against the
+catalog's dense peak) and ``--warmup`` (iterations left out of the rates) say it; they are
+refused for the serving and collective formats, except ``--gpu``, which names the GPU type
+of a serving result too.
 """
 
 from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from typing import Any
 
 from pocforge.atomic import sha256_file
+from pocforge.catalog import gpu_names
 from pocforge.results.importers.common import Imported, ResultImportError
+from pocforge.results.importers.training import DTYPES
 from pocforge.results.store import Run, RunStore
 
 FORMATS = {
@@ -29,13 +40,33 @@ FORMATS = {
     "nccl-tests": "nccl_tests",
     "rccl-tests": "nccl_tests",
     "trtllm-bench": "trtllm_bench",
+    "mlperf": "mlperf",
+    "published": "published",
+    "megatron-log": "megatron_log",
+    "dgxc": "dgxc",
 }
+TRAINING_FORMATS = ("megatron-log", "dgxc")
 
-__all__ = ["FORMATS", "ResultImportError", "Imported", "import_files", "parse"]
+__all__ = [
+    "FORMATS",
+    "TRAINING_FORMATS",
+    "ResultImportError",
+    "Imported",
+    "import_files",
+    "parse",
+]
 
 
 def parse(
-    paths: list[Path], fmt: str, workload: str = "imported", gpus: int | None = None
+    paths: list[Path],
+    fmt: str,
+    workload: str = "imported",
+    gpus: int | None = None,
+    *,
+    gpu: str | None = None,
+    dtype: str | None = None,
+    seq_len: int | None = None,
+    warmup: int | None = None,
 ) -> Imported:
     """Parse ``paths`` as ``fmt``; raises :class:`ResultImportError` with one clear line."""
     if fmt not in FORMATS:
@@ -45,8 +76,25 @@ def parse(
     for path in paths:
         if not Path(path).is_file():
             raise ResultImportError(f"{path}: no such file")
+    if gpu is not None and gpu not in gpu_names():
+        raise ResultImportError(f"unknown GPU type {gpu!r} (known: {', '.join(gpu_names())})")
+    if dtype is not None and dtype not in DTYPES:
+        raise ResultImportError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPES)})")
     module = importlib.import_module(f"pocforge.results.importers.{FORMATS[fmt]}")
-    return module.parse([Path(p) for p in paths], workload=workload, gpus=gpus)
+    files = [Path(p) for p in paths]
+    if fmt in TRAINING_FORMATS:
+        options = {"gpu": gpu, "dtype": dtype, "seq_len": seq_len, "warmup": warmup}
+        return module.parse(files, workload=workload, gpus=gpus, **options)
+    refused = [n for n, v in (("dtype", dtype), ("seq-len", seq_len), ("warmup", warmup)) if v]
+    if refused:
+        raise ResultImportError(
+            f"--{', --'.join(refused)}: for training logs ({', '.join(TRAINING_FORMATS)}), "
+            f"not {fmt}"
+        )
+    imported = module.parse(files, workload=workload, gpus=gpus)
+    for result in imported.serving:
+        result.gpu = result.gpu or gpu
+    return imported
 
 
 def import_files(
@@ -57,9 +105,11 @@ def import_files(
     as_ref: str | None = None,
     workload: str = "imported",
     gpus: int | None = None,
+    **training: Any,
 ) -> Run:
-    """Parse and write a run; ``as_ref`` is ``POC/RUN`` (default: ``imported/<new id>``)."""
-    imported = parse(paths, fmt, workload, gpus)
+    """Parse and write a run; ``as_ref`` is ``POC/RUN`` (default: ``imported/<new id>``);
+    ``training`` holds :func:`parse`'s keyword options (gpu, dtype, seq_len, warmup)."""
+    imported = parse(paths, fmt, workload, gpus, **training)
     store = store or RunStore()
     poc, run_id = "imported", None
     if as_ref:
@@ -85,6 +135,9 @@ def import_files(
                 n = names[result.collective] = names.get(result.collective, 0) + 1
                 suffix = "" if n == 1 else f"-{n}"
                 stage.write_json(f"{result.collective}{suffix}.json", result)
+    if imported.training is not None:
+        with run.stage("training") as stage:
+            stage.write_json("result.json", imported.training)
     run.finish()
     return run
 

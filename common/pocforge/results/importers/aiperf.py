@@ -126,8 +126,14 @@ def _point(data: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
     if data.get("was_cancelled"):
         caveats.append("AIPerf reports the profile run was cancelled")
     return ServingPoint(
-        id=pid, mode=mode, value=value, requests=completed, failed=errors or None,
-        duration_s=float(duration) if duration else None, metrics=metrics, caveats=caveats,
+        id=pid,
+        mode=mode,
+        value=value,
+        requests=completed,
+        failed=errors or None,
+        duration_s=float(duration) if duration else None,
+        metrics=metrics,
+        caveats=caveats,
     )
 
 
@@ -144,8 +150,13 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
         points.append(point)
         version = version or data.get("aiperf_version")
     result = ServingResult(
-        workload=workload, tool=TOOL, tool_version=version,
-        source_file=", ".join(p.name for p in paths), gpus=gpus, points=sort_points(points),
-        definitions=DEFINITIONS, differences=DIFFERENCES,
+        workload=workload,
+        tool=TOOL,
+        tool_version=version,
+        source_file=", ".join(p.name for p in paths),
+        gpus=gpus,
+        points=sort_points(points),
+        definitions=DEFINITIONS,
+        differences=DIFFERENCES,
     )
     return Imported(tool=TOOL, serving=[result])

@@ -1,4 +1,5 @@
-"""What every importer returns, and helpers shared by the serving importers."""
+"""What every importer returns, and helpers shared by the serving importers (the training
+importers share :mod:`pocforge.results.importers.training`)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pocforge.results.schema import CollectiveResult, ServingPoint, ServingResult
+from pocforge.results.schema import (
+    CollectiveResult,
+    ServingPoint,
+    ServingResult,
+    TrainingResult,
+)
 
 
 class ResultImportError(ValueError):
@@ -24,6 +30,8 @@ class Imported:
     # workload -> point id -> per-request records (bench RequestRecord), where the tool kept them
     records: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
     collectives: list[CollectiveResult] = field(default_factory=list)
+    # a training log's result: one per run (``training/result.json``)
+    training: TrainingResult | None = None
 
 
 def read_json(path: Path) -> Any:

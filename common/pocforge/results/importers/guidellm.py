@@ -59,8 +59,11 @@ def _dist(entry: Any, scale: float = 1.0) -> dict[str, float | None]:
     if not isinstance(s, dict) or not s.get("count"):
         return {}
     out: dict[str, float | None] = {
-        "mean": s["mean"] * scale, "median": s["median"] * scale, "std": s["std_dev"] * scale,
-        "min": s["min"] * scale, "max": s["max"] * scale,
+        "mean": s["mean"] * scale,
+        "median": s["median"] * scale,
+        "std": s["std_dev"] * scale,
+        "min": s["min"] * scale,
+        "max": s["max"] * scale,
     }
     for key, value in (s.get("percentiles") or {}).items():
         name = {"p50": "p50", "p90": "p90", "p95": "p95", "p99": "p99", "p999": "p99.9"}.get(key)
@@ -121,8 +124,14 @@ def _point(bench: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
         if text:
             caveats.append(f"GuideLLM: {text}")
     return ServingPoint(
-        id=pid, mode=mode, value=value, requests=ok, failed=errored, duration_s=duration,
-        metrics=metrics, caveats=caveats,
+        id=pid,
+        mode=mode,
+        value=value,
+        requests=ok,
+        failed=errored,
+        duration_s=duration,
+        metrics=metrics,
+        caveats=caveats,
     )
 
 
@@ -132,7 +141,9 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
     for path in paths:
         data = read_json(path)
         if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
-            raise ResultImportError(f"{path}: not a GuideLLM benchmarks.json (no 'benchmarks' list)")
+            raise ResultImportError(
+                f"{path}: not a GuideLLM benchmarks.json (no 'benchmarks' list)"
+            )
         version = version or (data.get("metadata") or {}).get("guidellm_version")
         for bench in data["benchmarks"]:
             point = _point(bench, path, gpus)
@@ -140,8 +151,13 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
     if not points:
         raise ResultImportError(f"{paths[0]}: the GuideLLM file holds no benchmarks")
     result = ServingResult(
-        workload=workload, tool=TOOL, tool_version=version,
-        source_file=", ".join(p.name for p in paths), gpus=gpus, points=sort_points(points),
-        definitions=DEFINITIONS, differences=DIFFERENCES,
+        workload=workload,
+        tool=TOOL,
+        tool_version=version,
+        source_file=", ".join(p.name for p in paths),
+        gpus=gpus,
+        points=sort_points(points),
+        definitions=DEFINITIONS,
+        differences=DIFFERENCES,
     )
     return Imported(tool=TOOL, serving=[result])

@@ -98,13 +98,25 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
         if metrics.get("tpot_ms", {}).get("median"):
             metrics["interactivity"] = {"median": 1000.0 / metrics["tpot_ms"]["median"]}
         point = ServingPoint(
-            id=pid, mode=mode, value=value, status="failed" if failed else "ok",
-            requests=int(_num(nprompts)) if _num(nprompts) else None, metrics=metrics,
+            id=pid,
+            mode=mode,
+            value=value,
+            status="failed" if failed else "ok",
+            requests=int(_num(nprompts)) if _num(nprompts) else None,
+            metrics=metrics,
         )
-        res = results.setdefault(name, ServingResult(
-            workload=name, tool=TOOL, source_file=", ".join(p.name for p in paths), model=model,
-            gpus=n_gpus, definitions=DEFINITIONS, differences=DIFFERENCES,
-        ))
+        res = results.setdefault(
+            name,
+            ServingResult(
+                workload=name,
+                tool=TOOL,
+                source_file=", ".join(p.name for p in paths),
+                model=model,
+                gpus=n_gpus,
+                definitions=DEFINITIONS,
+                differences=DIFFERENCES,
+            ),
+        )
         res.points.append(point)
         res.notes.extend(notes)
     for res in results.values():

@@ -17,8 +17,16 @@ from pocforge.results.importers.common import Imported, ResultImportError
 from pocforge.results.schema import CollectiveResult, CollectiveRow
 
 COLLECTIVES = (
-    "all_reduce", "all_gather", "alltoall", "reduce_scatter", "broadcast", "reduce",
-    "sendrecv", "gather", "scatter", "hypercube",
+    "all_reduce",
+    "all_gather",
+    "alltoall",
+    "reduce_scatter",
+    "broadcast",
+    "reduce",
+    "sendrecv",
+    "gather",
+    "scatter",
+    "hypercube",
 )
 _RANK = re.compile(
     # "Group N" is absent from older rccl-tests' rank lines.
@@ -57,20 +65,40 @@ def parse_text(text: str, name_hint: str = "", source: str | None = None) -> Col
             oob = int(m.group(1))
         elif not line.lstrip().startswith("#") and (m := _ROW.match(line)):
             g = m.groups()
-            rows.append(CollectiveRow(
-                bytes=int(g[0]), count=int(g[1]), dtype=g[2], redop=g[3], time_us=float(g[5]),
-                algbw_gbs=float(g[6]), busbw_gbs=float(g[7]), wrong=_wrong(g[8]),
-                inplace_time_us=float(g[9]), inplace_algbw_gbs=float(g[10]),
-                inplace_busbw_gbs=float(g[11]), inplace_wrong=_wrong(g[12]),
-            ))
+            rows.append(
+                CollectiveRow(
+                    bytes=int(g[0]),
+                    count=int(g[1]),
+                    dtype=g[2],
+                    redop=g[3],
+                    time_us=float(g[5]),
+                    algbw_gbs=float(g[6]),
+                    busbw_gbs=float(g[7]),
+                    wrong=_wrong(g[8]),
+                    inplace_time_us=float(g[9]),
+                    inplace_algbw_gbs=float(g[10]),
+                    inplace_busbw_gbs=float(g[11]),
+                    inplace_wrong=_wrong(g[12]),
+                )
+            )
         elif not line.lstrip().startswith("#") and (m := _ROW_NO_REDOP.match(line)):
             g = m.groups()
-            rows.append(CollectiveRow(
-                bytes=int(g[0]), count=int(g[1]), dtype=g[2], redop="none", time_us=float(g[3]),
-                algbw_gbs=float(g[4]), busbw_gbs=float(g[5]), wrong=_wrong(g[6]),
-                inplace_time_us=float(g[7]), inplace_algbw_gbs=float(g[8]),
-                inplace_busbw_gbs=float(g[9]), inplace_wrong=_wrong(g[10]),
-            ))
+            rows.append(
+                CollectiveRow(
+                    bytes=int(g[0]),
+                    count=int(g[1]),
+                    dtype=g[2],
+                    redop="none",
+                    time_us=float(g[3]),
+                    algbw_gbs=float(g[4]),
+                    busbw_gbs=float(g[5]),
+                    wrong=_wrong(g[6]),
+                    inplace_time_us=float(g[7]),
+                    inplace_algbw_gbs=float(g[8]),
+                    inplace_busbw_gbs=float(g[9]),
+                    inplace_wrong=_wrong(g[10]),
+                )
+            )
     if not rows:
         raise ResultImportError(f"{source or 'input'}: no nccl-tests/rccl-tests result rows found")
     if collective is None:

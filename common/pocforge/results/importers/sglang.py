@@ -77,8 +77,13 @@ def _point(data: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
     if metrics.get("tpot_ms", {}).get("median"):
         metrics["interactivity"] = {"median": 1000.0 / metrics["tpot_ms"]["median"]}
     return ServingPoint(
-        id=pid, mode=mode, value=value, requests=completed, failed=failed,
-        duration_s=float(data["duration"]), metrics=metrics,
+        id=pid,
+        mode=mode,
+        value=value,
+        requests=completed,
+        failed=failed,
+        duration_s=float(data["duration"]),
+        metrics=metrics,
     )
 
 
@@ -94,8 +99,13 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
             points = [p for p in points if p.id != point.id] + [point]  # a rerun replaces
             model = model or (row.get("server_info") or {}).get("model_path")
     result = ServingResult(
-        workload=workload, tool=TOOL, source_file=", ".join(p.name for p in paths),
-        model=model, gpus=gpus, points=sort_points(points), definitions=DEFINITIONS,
+        workload=workload,
+        tool=TOOL,
+        source_file=", ".join(p.name for p in paths),
+        model=model,
+        gpus=gpus,
+        points=sort_points(points),
+        definitions=DEFINITIONS,
         differences=DIFFERENCES,
     )
     return Imported(tool=TOOL, serving=[result])

@@ -143,7 +143,9 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
     for path in paths:
         data = read_json(path)
         if not isinstance(data, dict):
-            raise ResultImportError(f"{path}: not a vllm bench serve result (expected a JSON object)")
+            raise ResultImportError(
+                f"{path}: not a vllm bench serve result (expected a JSON object)"
+            )
         point = _point(data, path, gpus)
         if any(p.id == point.id for p in points):
             raise ResultImportError(f"{path}: a second result for point {point.id}")

@@ -1,0 +1,170 @@
+"""The dashboard's "where the watts go" part of a serving workload, from the telemetry the
+runner sampled at each point (``telemetry-<point>.jsonl``, :mod:`pocforge.telemetry`).
+
+Over the workload's time (seconds from its first sample), per node: the power of its
+devices (GPUs summed, else CPU packages), the utilisation of its GPUs and CPUs, and the
+latency of the requests sent, each the median or mean of a bin of at least one sampling
+interval (never more than :data:`MAX_BINS` bins, so a long sweep stays small); the points'
+measured windows are marked. Beside it, a table of the energy figures per point. Nothing
+is drawn that was not measured: no power row without power readings, no section without
+telemetry.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from statistics import mean, median
+from typing import Any
+
+from pocforge.results.schema import ServingPoint, ServingResult
+from pocforge.results.serving import load_records
+from pocforge.telemetry.series import Series
+
+MAX_BINS = 1500
+ENERGY_METRICS = ("avg_power_w", "joules_per_token", "tokens_per_s_per_kw")
+Curve = tuple[list[float | None], list[float | None]]
+
+
+def load(result: ServingResult, folder: Path | None) -> list[tuple[ServingPoint, Series]]:
+    """The points whose telemetry file is in ``folder``, with their series."""
+    out = []
+    for p in result.points:
+        if folder is None or not p.telemetry_file:
+            continue
+        path = folder / p.telemetry_file
+        if path.is_file():
+            out.append((p, Series.read(path)))
+    return out
+
+
+def _bins(t0: float, width: float, items: Iterable[tuple[float, Any, float]]) -> dict:
+    """(time, key, value) -> {key: {bin: [values]}}."""
+    out: dict[Any, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for t, key, value in items:
+        if value is not None and math.isfinite(value):
+            out[key][int((t - t0) // width)].append(value)
+    return out
+
+
+def _curve(bins: dict[int, float], width: float) -> Curve:
+    """Bin centres and values, a None between bins that are not neighbours: a line is not
+    drawn across time nothing was measured in (between points, for latency)."""
+    xs: list[float | None] = []
+    ys: list[float | None] = []
+    previous = None
+    for k in sorted(bins):
+        if previous is not None and k > previous + 1:
+            xs.append(None)
+            ys.append(None)
+        xs.append(round((k + 0.5) * width, 3))
+        ys.append(round(bins[k], 3))
+        previous = k
+    return xs, ys
+
+
+def timeline(
+    loaded: list[tuple[ServingPoint, Series]], folder: Path | None, _: Callable[[str], str]
+) -> dict[str, Any]:
+    """The curves of the workload's timeline (see the module notes) and the point windows,
+    their names in the language of ``_``."""
+    gpu = [s for _, series in loaded for s in series.gpu]
+    host = [s for _, series in loaded for s in series.host]
+    packages = [s for _, series in loaded for s in series.packages]
+    times = [s.timestamp_s for s in (*gpu, *host, *packages)]
+    if not times:
+        return {}
+    t0 = min(times)
+    interval = max(series.interval_s for _, series in loaded)
+    width = max(interval, (max(times) - t0) / MAX_BINS)
+
+    power: dict[str, Curve] = {}
+    # a node's GPU power per bin: each GPU's mean, summed, where every GPU has a reading
+    per_gpu = _bins(t0, width, ((s.timestamp_s, (s.host, s.gpu), s.power_w) for s in gpu))
+    for node in sorted({h for h, _ in per_gpu}):
+        devices = [v for (h, _), v in per_gpu.items() if h == node]
+        common = set.intersection(*(set(d) for d in devices))
+        summed = {b: sum(mean(d[b]) for d in devices) for b in common}
+        if summed:
+            power[_("{node}: GPUs").format(node=node)] = _curve(summed, width)
+    if not power:
+        per_package = _bins(
+            t0, width, ((s.timestamp_s, (s.host, s.package), s.power_w) for s in packages)
+        )
+        for node in sorted({h for h, _ in per_package}):
+            devices = [v for (h, _), v in per_package.items() if h == node]
+            common = set.intersection(*(set(d) for d in devices))
+            summed = {b: sum(mean(d[b]) for d in devices) for b in common}
+            if summed:
+                power[_("{node}: CPU packages").format(node=node)] = _curve(summed, width)
+
+    util: dict[str, Curve] = {}
+    for node, bins in sorted(
+        _bins(t0, width, ((s.timestamp_s, s.host, s.gfx_util_pct) for s in gpu)).items()
+    ):
+        util[_("{node}: GPU").format(node=node)] = _curve(
+            {b: mean(v) for b, v in bins.items()}, width
+        )
+    for node, bins in sorted(
+        _bins(t0, width, ((s.timestamp_s, s.host, s.cpu_util_pct) for s in host)).items()
+    ):
+        util[_("{node}: CPU").format(node=node)] = _curve(
+            {b: mean(v) for b, v in bins.items()}, width
+        )
+
+    windows = []
+    requests: list[tuple[float, str, float]] = []
+    for point, series in loaded:
+        starts = {w.repeat: w.start_s for w in series.windows if w.repeat is not None}
+        for w in series.windows:
+            windows.append((point.id, round(w.start_s - t0, 3), round(w.end_s - t0, 3)))
+        if folder is None or not point.records_file or not starts:
+            continue
+        path = folder / point.records_file
+        if not path.is_file():
+            continue
+        records, _total = load_records(path)
+        for r in records:
+            if r.success and r.repeat in starts:
+                sent = starts[r.repeat] + r.sent_s
+                requests.append((sent, "ttft_ms", r.ttft_ms))
+                if r.tpot_ms is not None:
+                    requests.append((sent, "tpot_ms", r.tpot_ms))
+    label = {"ttft_ms": "TTFT", "tpot_ms": "TPOT"}
+    latency = {
+        _("median {metric}").format(metric=label[name]): _curve(
+            {b: median(v) for b, v in bins.items()}, width
+        )
+        for name, bins in sorted(_bins(t0, width, requests).items())
+    }
+    return {"power": power, "util": util, "latency": latency, "windows": windows}
+
+
+def rows(
+    loaded: list[tuple[ServingPoint, Series]], words: Mapping[str, str]
+) -> list[dict[str, Any]]:
+    """One row per point: its energy figures (the sweep's aggregate) and how they were got;
+    ``words`` names the devices (GPU, CPU package) and methods (counter, power)."""
+    out = []
+    for point, series in loaded:
+        values = {m: point.metrics.get(m, {}).get("value") for m in ENERGY_METRICS}
+        values["usd_per_million_tokens"] = point.metrics.get("usd_per_million_tokens", {}).get(
+            "value"
+        )
+        estimates = [e for w in series.windows if w.energy for e in w.energy.per_gpu]
+        devices = sorted({words.get(e.device, e.device) for e in estimates})
+        methods = sorted({words.get(e.method, e.method) for e in estimates if e.valid and e.method})
+        problems = list(dict.fromkeys(w.problem for w in series.windows if w.problem))
+        out.append(
+            {
+                "id": point.id,
+                **values,
+                "devices": ", ".join(devices) or "—",
+                "methods": ", ".join(methods) or "—",
+                "sources": ", ".join(series.sources) or "—",
+                "problems": problems,
+            }
+        )
+    return out

@@ -1,0 +1,63 @@
+"""The parity comparison on the kit's own answer records: identical answers agree fully;
+a shifted log-probability shows as a difference and a KL; a changed token is a
+divergence at its position, compared up to and including it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from pocforge.quality.completions import Completion
+from pocforge.quality.parity import PROMPTS, compare, compare_one
+from pocforge.spec.gates import ParityGate
+
+GATE = ParityGate(prompts=2, max_tokens=3, top_logprobs=2)
+
+
+def answer(prompt, tokens, tops):
+    return Completion(
+        prompt=prompt,
+        text="".join(tokens),
+        tokens=tokens,
+        token_logprobs=[top[t] for t, top in zip(tokens, tops, strict=True)],
+        top_logprobs=tops,
+    )
+
+
+TOPS = [{"a": -0.1, "b": -2.5}, {"c": -0.2, "d": -1.9}, {"e": -0.3, "f": -1.5}]
+
+
+def test_identical_answers_agree_completely():
+    row = compare_one(answer("p", ["a", "c", "e"], TOPS), answer("p", ["a", "c", "e"], TOPS))
+    assert row.same and row.first_divergence is None and row.positions == 3
+    assert row.max_logprob_diff == 0 and row.kl == pytest.approx(0, abs=1e-12)
+
+
+def test_a_changed_token_diverges_there_and_is_compared_up_to_it():
+    other = [TOPS[0], {"c": -1.0, "d": -0.5}, {"x": -0.1}]
+    row = compare_one(answer("p", ["a", "c", "e"], TOPS), answer("p", ["a", "d", "x"], other))
+    assert not row.same and row.first_divergence == 1 and row.positions == 2
+    assert row.max_logprob_diff == pytest.approx(1.4)  # |-1.9 - -0.5| at position 1
+    # KL at position 1 over {c, d}, renormalised, averaged with position 0's 0
+    pa = [math.exp(-0.2), math.exp(-1.9)]
+    pb = [math.exp(-1.0), math.exp(-0.5)]
+    pa, pb = [x / sum(pa) for x in pa], [x / sum(pb) for x in pb]
+    kl1 = sum(a * math.log(a / b) for a, b in zip(pa, pb, strict=True))
+    assert row.kl == pytest.approx(kl1 / 2)
+
+
+def test_summary_over_prompts():
+    base = [answer("p1", ["a", "c", "e"], TOPS), answer("p2", ["a", "c", "e"], TOPS)]
+    shifted = [{k: v - 0.01 for k, v in top.items()} for top in TOPS]
+    cand = [answer("p1", ["a", "c", "e"], TOPS), answer("p2", ["a", "c", "e"], shifted)]
+    result = compare(base, cand, GATE, "vllm", "vllm + kit")
+    assert result.token_agreement == 1.0 and result.first_divergence is None
+    assert result.max_logprob_diff == pytest.approx(0.01)
+    assert result.mean_logprob_diff == pytest.approx(0.005)  # half the compared values moved
+    with pytest.raises(ValueError, match="different prompts"):
+        compare(base, cand[::-1], GATE, "a", "b")
+
+
+def test_the_fixed_prompts_cover_the_largest_gate():
+    assert len(PROMPTS) >= ParityGate.model_fields["prompts"].metadata[1].le

@@ -1,0 +1,110 @@
+"""Competitor numbers from publications: MLPerf Inference LoadGen summaries (real files of
+the v4.1 round) and the kit's small "published" YAML (numbers transcribed from a vendor's
+page, with source and date), each labelled as not measured here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pocforge.results.importers import ResultImportError, parse
+
+from .conftest import DATA
+
+MLPERF = DATA / "mlperf"
+SERVER = MLPERF / "v4.1_nvidia_h200x8_trt_llama2-70b-99_server_summary.txt"
+OFFLINE = MLPERF / "v4.1_nvidia_h200x8_trt_llama2-70b-99_offline_summary.txt"
+PUBLISHED = DATA / "published" / "trtllm_perf_overview_llama33_70b_fp8_h200.yaml"
+
+
+def test_mlperf_server_summary_gives_tokens_and_latencies():
+    (result,) = parse([SERVER], "mlperf", "chat", gpus=8).serving
+    (point,) = result.points
+    assert point.id == "server" and point.mode == "rate" and point.value == 101
+    assert point.metrics["output_throughput"]["value"] == 29228.22
+    assert point.metrics["output_throughput_per_gpu"]["value"] == pytest.approx(29228.22 / 8)
+    assert point.metrics["request_throughput"]["value"] == 100.35
+    # nanoseconds in the file, milliseconds here
+    assert point.metrics["ttft_ms"]["p99"] == pytest.approx(452.744202)
+    assert point.metrics["tpot_ms"]["median"] == pytest.approx(124.285539)
+    assert point.metrics["interactivity"]["median"] == pytest.approx(1000 / 124.285539)
+    assert point.metrics["e2el_ms"]["p99.9"] == pytest.approx(132503.046236)
+    assert point.status == "ok"
+    assert any("TTFT limit 2000 ms, TPOT limit 200 ms" in c for c in point.caveats)
+
+
+def test_mlperf_offline_has_throughput_without_latency():
+    (result,) = parse([OFFLINE], "mlperf", "chat", gpus=8).serving
+    (point,) = result.points
+    assert point.id == "offline" and point.metrics["output_throughput"]["value"] == 31302.7
+    assert "tpot_ms" not in point.metrics and "interactivity" not in point.metrics
+
+
+def test_mlperf_invalid_run_is_a_failed_point(tmp_path):
+    bad = tmp_path / "summary.txt"
+    bad.write_text(SERVER.read_text().replace("Result is : VALID", "Result is : INVALID"))
+    (point,) = parse([bad], "mlperf", "chat").serving[0].points
+    assert point.status == "failed" and "INVALID" in point.caveats[0]
+
+
+def test_published_yaml_is_labelled_and_per_gpu():
+    (result,) = parse([PUBLISHED], "published", "chat").serving
+    (point,) = result.points
+    assert result.gpus == 1 and result.model == "nvidia/Llama-3.3-70B-Instruct-FP8"
+    assert point.metrics["output_throughput_per_gpu"]["value"] == 2909
+    assert point.caveats == ["published, not measured here"]
+    assert "read 2026-12-01" in result.notes[0] and "ISL 1000 / OSL 1000" in result.notes[0]
+
+
+@pytest.mark.parametrize(
+    ("fmt", "content", "expected"),
+    [
+        ("mlperf", b"\x00\x01\xff binary", "not text"),
+        ("mlperf", b"", "not an MLPerf LoadGen summary"),
+        ("mlperf", b"MLPerf Results Summary\nScenario : Server\n", "without a scenario or tokens"),
+        ("published", b"publisher: [unclosed", "not valid YAML"),
+        ("published", b"- a list", "a published result is a mapping"),
+        ("published", b"\xff\xfe", "not text"),
+    ],
+)
+def test_bad_files_fail_in_one_line(tmp_path, fmt, content, expected):
+    path = tmp_path / "file"
+    path.write_bytes(content)
+    with pytest.raises(ResultImportError, match=expected) as info:
+        parse([path], fmt)
+    assert "\n" not in str(info.value) and str(path) in str(info.value)
+
+
+def test_published_field_errors_name_the_field(tmp_path):
+    text = PUBLISHED.read_text()
+    for broken, where in [
+        (text.replace("seen: 2026-12-01", "seen: yesterday"), "seen"),
+        (text.replace("https://github.com", "ftp://github.com"), "source"),
+        (text.replace("output_throughput: 2909", "tpot_ms: 20"), "points.0"),
+        (text + "extra: 1\n", "extra"),
+    ]:
+        path = tmp_path / "published.yaml"
+        path.write_text(broken)
+        with pytest.raises(ResultImportError, match=rf"published.yaml: {where}"):
+            parse([path], "published")
+
+
+def test_the_shipped_price_table_names_catalog_gpus():
+    from pocforge.catalog import gpu_names
+    from pocforge.catalog.prices import gpu_price, price_bases
+
+    for basis in price_bases().values():
+        assert set(basis.per_gpu_hour) <= set(gpu_names()), basis
+        assert basis.source.startswith("https://")
+    assert gpu_price("MI300X", "owning-hyperscaler-tco") == 1.12
+    assert gpu_price("H200", "owning-hyperscaler-tco") is None  # not published there
+    with pytest.raises(KeyError, match="unknown price basis 'retail'"):
+        gpu_price("MI300X", "retail")
+
+
+def test_pocs_folder_copies_are_the_fixtures():
+    """The example POC's competitor files are the same bytes as the tested fixtures."""
+    folder = Path(__file__).parents[2] / "pocs" / "llama-3.1-70b-bf16-mi300x-vllm" / "competitors"
+    for fixture in (SERVER, PUBLISHED):
+        assert (folder / fixture.name).read_bytes() == fixture.read_bytes()
