@@ -97,3 +97,24 @@ def test_section_renders_with_its_caveats(context):
     html = render_html(context)
     assert 'id="competitive"' in html and "Competitive analysis" in html
     assert "published, not measured here: MLCommons" in html
+
+
+def test_per_watt_comes_from_our_telemetry_when_measured():
+    """Our tokens per joule at the best point = 1 / its measured joules per token; theirs is
+    their tok/s/GPU over the power per GPU the spec gives for them."""
+    from pocforge.report.competitive import measured_per_watt
+    from pocforge.results.compare import CompetitorComparison
+    from pocforge.results.schema import ServingPoint, ServingResult
+
+    found = CompetitorComparison(
+        name="rival", workload="chat", ours_best=100.0, theirs_best=50.0, ratio_best=2.0,
+        at_interactivity=[], ours_best_point="c4",
+    )  # fmt: skip
+    point = ServingPoint(
+        id="c4", mode="concurrency", value=4, metrics={"joules_per_token": {"value": 0.5}}
+    )
+    ours = ServingResult(workload="chat", tool="pocforge", points=[point])
+    measured_per_watt(found, ours, 400.0, lambda text: text)
+    assert found.ours_tokens_per_joule == 2.0 and found.theirs_tokens_per_joule == 50 / 400
+    assert found.ratio_per_watt == pytest.approx(16.0)
+    assert any("measured by the run's telemetry at c4 (0.5 J/token)" in n for n in found.notes)

@@ -142,3 +142,25 @@ def caveats(
     out += [f"{point.id}: {note}" for point in theirs.points for note in point.caveats]
     out += [f"{d.metric}: {d.effect}" for d in theirs.differences]
     return list(dict.fromkeys(out))
+
+
+def measured_per_watt(
+    found: Any, ours: Any, theirs_power: float | None, _: Callable[[str], str]
+) -> None:
+    """Per watt from our own telemetry when no power was given for us: tokens per joule
+    of our best point is 1 / its measured ``joules_per_token``; theirs needs their power."""
+    if found.ours_tokens_per_joule is not None or found.ours_best_point is None:
+        return
+    point = next((p for p in ours.points if p.id == found.ours_best_point), None)
+    joules = (point.metrics.get("joules_per_token") or {}).get("value") if point else None
+    if not joules:
+        return
+    found.ours_tokens_per_joule = 1.0 / joules
+    found.notes.append(
+        _("ours per watt: measured by the run's telemetry at {point} ({joules} J/token)").format(
+            point=point.id, joules=f"{joules:.4g}"
+        )
+    )
+    if theirs_power and found.theirs_best is not None:
+        found.theirs_tokens_per_joule = found.theirs_best / theirs_power
+        found.ratio_per_watt = found.ours_tokens_per_joule / found.theirs_tokens_per_joule

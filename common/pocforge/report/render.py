@@ -213,6 +213,7 @@ def build(
                 mine, theirs, price_notes = competitive.costs(spec, comp, ours_cost, gpus, _)
                 found = compare_competitor(name, result, r, mine, theirs, min_inter)
                 found.published = competitive.published_source(comp, r)
+                competitive.measured_per_watt(found, result, comp.get("power_w_per_gpu"), _)
                 found.notes += price_notes
                 found.notes += competitive.caveats(spec, comp, result, r, gpus, _)
                 comparisons.append(found)
