@@ -14,6 +14,7 @@ import os
 import pytest
 
 from pocforge.frameworks import LaunchContext, plan_all
+from pocforge.frameworks.base import prepare_model
 from pocforge.runtimes import plan_nodes
 from pocforge.spec import load_spec
 
@@ -40,6 +41,11 @@ def _in_runtime(spec, kind: str | None):
 
 def plan_json(name: str, kind: str | None = None) -> str:
     spec = _in_runtime(load_spec(REPO / "pocs" / name / "poc.yaml"), kind)
+    if spec.model.tiny is not None:
+        # the model's facts come from its built config.json (a Megatron plan names its
+        # vocabulary): build it first, as every run does, so the plan does not depend on
+        # whether another test built it already
+        prepare_model(spec)
     launches = plan_nodes(spec, LaunchContext(repo=REPO, python="python", sglang_python="python"))
     text = json.dumps([launch.as_dict() for launch in launches], indent=2, sort_keys=True) + "\n"
     return text.replace(str(REPO), "<repo>")
