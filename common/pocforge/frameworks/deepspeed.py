@@ -71,10 +71,7 @@ def run_config(spec: PocSpec, out_dir: Path) -> dict:
     """What the driver needs on every rank."""
     training, cluster = spec.training, spec.cluster
     facts = spec.model.facts.model_dump(exclude_none=True) if spec.model.facts else None
-    peak = None
-    if cluster.gpu != "cpu":
-        card = gpu(cluster.gpu)
-        peak = {"bfloat16": card.bf16_tflops, "float16": card.bf16_tflops}.get(training.dtype)
+    peak = gpu(cluster.gpu).dense_tflops(training.dtype)
     return {
         "model": {"path": model_path(spec), "facts": facts},
         "ds_config": ds_config(spec),

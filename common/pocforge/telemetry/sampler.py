@@ -32,6 +32,7 @@ prints one), the clock the benchmark's windows are in.
 
 from __future__ import annotations
 
+import abc
 import json
 import os
 import shutil
@@ -152,7 +153,7 @@ def line(item: BaseModel) -> str:
 # --------------------------------------------------------------------------- sources
 
 
-class Source:
+class Source(abc.ABC):
     """One source: started with the sampler's emit callback, stopped at the end."""
 
     name = "source"
@@ -169,11 +170,13 @@ class Source:
     def info(self) -> SourceInfo:
         return SourceInfo(name=self.name)
 
+    @abc.abstractmethod
     def start(self, emit: Emit, host: str, interval_s: float) -> None:
-        raise NotImplementedError
+        """Begin sampling in the background, handing every sample to ``emit``."""
 
+    @abc.abstractmethod
     def stop(self) -> None:
-        raise NotImplementedError
+        """Stop sampling and release what ``start`` took (threads, the tool's process)."""
 
     def _samples(self, samples: Iterable[BaseModel]) -> None:
         for sample in samples:
@@ -198,8 +201,9 @@ class PolledSource(Source):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
+    @abc.abstractmethod
     def poll(self, now: float) -> Iterable[BaseModel]:
-        raise NotImplementedError
+        """This interval's samples (one read of the source)."""
 
     def start(self, emit: Emit, host: str, interval_s: float) -> None:
         self._emit, self._host = emit, host

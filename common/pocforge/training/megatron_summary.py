@@ -21,27 +21,29 @@ from pocforge.plan.shape import Shape
 from pocforge.spec import PocSpec
 from pocforge.spec.planning import facts_of
 from pocforge.training.flops import flops_per_token
-from pocforge.training.megatron_log import parse_text, steady_state
+from pocforge.training.megatron_log import MegatronLog, parse_text, steady_state
 from pocforge.training.summary import StepRecord, TrainingSummary, definitions
 
 DRIVER_FACTS = "driver.json"
 
 
-def has_iterations(log_text: str) -> bool:
+def read_iterations(log_text: str) -> MegatronLog | None:
+    """The run's log parsed, or None when it holds no iteration (a node without the last
+    rank, or a run that stopped before its first iteration)."""
     try:
-        return bool(parse_text(log_text).iterations)
+        log = parse_text(log_text)
     except ValueError:
-        return False
+        return None
+    return log if log.iterations else None
 
 
 def megatron_summary(
-    spec: PocSpec, log_text: str, driver_facts: dict | None, status: str
+    spec: PocSpec, log: MegatronLog, driver_facts: dict | None, status: str
 ) -> TrainingSummary:
-    """The summary of ``spec``'s Megatron run from its log (``ValueError`` when the log has
-    no iteration; the warm-up iterations are left out of every rate)."""
+    """The summary of ``spec``'s Megatron run from its parsed log (``read_iterations``);
+    the warm-up iterations are left out of every rate (``ValueError`` when none is left)."""
     training = spec.training
     assert training is not None
-    log = parse_text(log_text)
     layout = layout_of(spec)
     world = training.world_size or spec.cluster.total_gpus
     facts = facts_of(spec)
@@ -63,12 +65,7 @@ def megatron_summary(
     step_s = steady.elapsed_ms / 1000.0
     tps = tokens_per_step / step_s if step_s else None
     tflops = tps * fpt / world / 1e12 if tps else None
-    peak = None
-    if spec.cluster.gpu != "cpu":
-        card = gpu(spec.cluster.gpu)
-        peak = {"bfloat16": card.bf16_tflops, "float16": card.bf16_tflops}.get(training.dtype)
-        if layout.fp8:
-            peak = card.fp8_tflops
+    peak = gpu(spec.cluster.gpu).dense_tflops("fp8" if layout.fp8 else training.dtype)
     memory, kind = None, "device_allocated"
     if driver_facts:
         memory, kind = driver_facts["peak_memory_gb"], driver_facts["peak_memory_kind"]

@@ -78,15 +78,16 @@ def _megatron_result(
     iteration it logged); a node without them returns None when it exited cleanly."""
     from pocforge import atomic
     from pocforge.training.megatron_summary import (
-        has_iterations,
         megatron_summary,
         read_driver_facts,
+        read_iterations,
     )
 
     text = log.read_text(errors="replace") if log.is_file() else ""
-    if has_iterations(text):
+    parsed = read_iterations(text)
+    if parsed is not None:
         status = "interrupted" if interrupted else "completed" if code == 0 else "failed"
-        summary = megatron_summary(spec, text, read_driver_facts(out_dir), status)
+        summary = megatron_summary(spec, parsed, read_driver_facts(out_dir), status)
         atomic.write_text(out_dir / "summary.json", summary.model_dump_json(indent=2))
         if interrupted:
             raise KeyboardInterrupt
