@@ -53,3 +53,58 @@ def _unit_guard(request, monkeypatch):
         monkeypatch.setattr(socket.socket, "connect", _refuse("connect a socket"))
         monkeypatch.setattr(socket.socket, "bind", _refuse("bind a socket"))
     yield
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory) -> Path:
+    """The kit's tiny random Llama, built once per session (no hub)."""
+    from pocforge.tiny_model.make import make_tiny
+
+    return make_tiny(tmp_path_factory.mktemp("models") / "tiny-llama", arch="llama", seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_moe(tmp_path_factory) -> Path:
+    """The kit's tiny random Qwen3-MoE, built once per session (no hub)."""
+    from pocforge.tiny_model.make import make_tiny
+
+    return make_tiny(tmp_path_factory.mktemp("models") / "tiny-qwen-moe", arch="qwen-moe", seed=0)
+
+
+@pytest.fixture(scope="session")
+def sglang_llama(tiny_llama, tmp_path_factory):
+    """One plain SGLang CPU server on the tiny Llama for the session (``tests/servers.py``):
+    the adapter's own tests and the plugin tests' reference query the same one."""
+    from .servers import SGLANG_ENGINE_ARGS, shared_server  # the kit's adapters: heavy
+
+    yield from shared_server(
+        "sglang",
+        tmp_path_factory.mktemp("sglang"),
+        tiny_llama,
+        timeout_s=400,
+        engine_args=SGLANG_ENGINE_ARGS,
+    )
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "ends_shared_server(fixture): kills the session's server of that fixture; runs "
+        "right after the last other test that uses it",
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test that ends a shared server (a SIGKILL, to check crash handling) moves to just
+    after the last other selected test using that server's fixture, so every user finds
+    the server up and it stops as soon as no one needs it."""
+    for item in [i for i in items if i.get_closest_marker("ends_shared_server")]:
+        (fixture,) = item.get_closest_marker("ends_shared_server").args
+        users = [
+            n
+            for n, other in enumerate(items)
+            if other is not item and fixture in getattr(other, "fixturenames", ())
+        ]
+        if users and users[-1] > items.index(item):
+            items.remove(item)
+            items.insert(users[-1], item)  # the last user moved up by one: right after it

@@ -35,7 +35,7 @@ from pocforge.frameworks.patching import (
 )
 from pocforge.spec import load_poc
 
-from .conftest import cpu_serving_spec
+from ..servers import cpu_serving_spec
 
 # Runs GNU patch and the CLI as subprocesses.
 pytestmark = pytest.mark.process

@@ -1,7 +1,9 @@
 """The SGLang adapter starts SGLang's CPU engine (its own environment) on the tiny model:
 it serves completions and chat, its /metrics is scraped around a benchmark point as vLLM's
 is, it stops its whole process group, and a killed server is reported as a crash with its
-log tail."""
+log tail.  The server is the session's plain one on the tiny Llama (``sglang_llama`` in
+``tests/conftest.py``, also the SGLang plugin test's reference); the test that kills it
+runs after its last other user."""
 
 from __future__ import annotations
 
@@ -17,19 +19,11 @@ from pocforge.bench.config import SweepConfig
 from pocforge.bench.datasets import DatasetConfig
 from pocforge.bench.promscrape import parse_metrics
 from pocforge.bench.sweep import run_sweep
-from pocforge.frameworks import ADAPTERS, LaunchContext
-from pocforge.frameworks.process import ManagedProcess, ServerCrashed, free_port
-from pocforge.spec import load_spec
+from pocforge.frameworks.process import ServerCrashed
 
-from ..conftest import REPO
-from .conftest import cpu_serving_spec
+from ..servers import base_url
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
-SGLANG_PYTHON = REPO / ".venv-sglang" / "bin" / "python"
-# Left to itself the CPU engine sizes its KV pool from free RAM (mem_fraction_static 0.716:
-# 7.5M tokens, 14.3 GB of fp32 K+V for the tiny Llama on a 24 GB machine), which starves
-# anything running beside it; 4 requests of at most 512 tokens need 2048.
-ENGINE_ARGS = {"max-running-requests": 4, "max-total-tokens": 4096}
 
 
 def post(url: str, body: dict) -> dict:
@@ -40,24 +34,8 @@ def post(url: str, body: dict) -> dict:
         return json.loads(response.read())
 
 
-@pytest.fixture(scope="module")
-def sglang(tiny_llama, tmp_path_factory):
-    if not SGLANG_PYTHON.exists():
-        pytest.skip("no .venv-sglang (run make setup)")
-    folder = tmp_path_factory.mktemp("sglang")
-    spec = load_spec(cpu_serving_spec(folder, tiny_llama, "sglang", engine_args=ENGINE_ARGS))
-    ctx = LaunchContext.local(REPO, host_override="127.0.0.1", port=free_port())
-    (launch,) = ADAPTERS["sglang"].plan(spec, ctx)
-    process = ManagedProcess(launch, folder / "sglang.log").start()
-    try:
-        process.wait_healthy(timeout_s=400)
-        yield process
-    finally:
-        process.stop()
-
-
-def test_serves_completions_and_chat(sglang):
-    base = sglang.launch.health_url.rsplit("/", 1)[0]
+def test_serves_completions_and_chat(sglang_llama):
+    base = base_url(sglang_llama)
     completion = post(
         f"{base}/v1/completions",
         {"model": "tiny", "prompt": "hello", "max_tokens": 4, "temperature": 0},
@@ -71,19 +49,19 @@ def test_serves_completions_and_chat(sglang):
         chat["choices"][0]["message"]["role"] == "assistant"
         and chat["usage"]["completion_tokens"] == 3
     )
-    log = sglang.log_file.read_text()
+    log = sglang_llama.log_file.read_text()
     assert (
         "SGLANG_USE_CPU_ENGINE=1" in log.splitlines()[0]
         and "--sleep-on-idle" in log.splitlines()[0]
     )
 
 
-def test_a_benchmark_point_scrapes_sglangs_metrics(sglang, tiny_llama, tmp_path):
+def test_a_benchmark_point_scrapes_sglangs_metrics(sglang_llama, tiny_llama, tmp_path):
     """The plan's ``--enable-metrics`` serves ``sglang:`` samples on /metrics, and a point of
     4 requests (48 prompt tokens, 12 generated each) reads SGLang's own count of exactly
     them under the kit's names, with the gauges the kit polls."""
-    assert "--enable-metrics" in sglang.launch.argv
-    base = sglang.launch.health_url.rsplit("/", 1)[0]
+    assert "--enable-metrics" in sglang_llama.launch.argv
+    base = base_url(sglang_llama)
     with urllib.request.urlopen(f"{base}/metrics", timeout=30) as response:
         samples = parse_metrics(response.read().decode())
     assert samples["sglang:num_requests_total"] >= 1  # SGLang's own warmup, at least
@@ -113,15 +91,19 @@ def test_a_benchmark_point_scrapes_sglangs_metrics(sglang, tiny_llama, tmp_path)
     )
 
 
-def test_killed_server_is_reported_as_a_crash_with_its_log(sglang):
-    os.kill(sglang.pid, signal.SIGKILL)
-    sglang.proc.wait(timeout=30)
+@pytest.mark.ends_shared_server("sglang_llama")
+def test_killed_server_is_reported_as_a_crash_with_its_log(sglang_llama):
+    # The server's last log lines are this request's, whatever its earlier users sent.
+    chat = {"model": "tiny", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+    post(f"{base_url(sglang_llama)}/v1/chat/completions", chat)
+    os.kill(sglang_llama.pid, signal.SIGKILL)
+    sglang_llama.proc.wait(timeout=30)
     with pytest.raises(ServerCrashed) as info:
-        sglang.check_alive()
+        sglang_llama.check_alive()
     assert info.value.exit_code == -signal.SIGKILL
     assert (
         "fired up and ready to roll" in info.value.log_tail
         or "/v1/chat/completions" in info.value.log_tail
     )
-    sglang.stop()  # ends the scheduler and detokenizer the killed launcher may leave behind
-    assert sglang.live_group_members() == []
+    sglang_llama.stop()  # ends the scheduler and detokenizer the killed launcher may leave behind
+    assert sglang_llama.live_group_members() == []

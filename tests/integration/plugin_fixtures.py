@@ -1,5 +1,6 @@
-"""Helpers for the kernel-plugin tests: serve the tiny model through the kit's adapter,
-collect greedy completions and the server's log, stop it, and read the proof lines."""
+"""Helpers for the kernel-plugin tests: serve the tiny model through the kit's adapter (or
+query the session's plain server on it), collect greedy completions and the server's log,
+and read the proof lines."""
 
 from __future__ import annotations
 
@@ -7,15 +8,13 @@ import json
 import re
 import urllib.request
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pocforge.frameworks import ADAPTERS, LaunchContext
-from pocforge.frameworks.process import ManagedProcess, free_port
-from pocforge.spec import load_spec
+from pocforge.frameworks.process import ManagedProcess
 
-from ..conftest import REPO
-from ..frameworks.conftest import cpu_serving_spec
+from ..servers import base_url, needs, start_server
 
 PROMPTS = ("The kit", "hello world", "a b c d e")
 MAX_TOKENS = 8
@@ -31,7 +30,6 @@ class Served:
     outputs: list[dict]
     server_pid: int
     group_pids: set[int] = field(default_factory=set)
-    after: object = None  # what serve_and_query's ``after(process)`` returned
 
     def proof(self) -> dict[str, int]:
         """Proof message -> pid of the process that wrote it."""
@@ -69,38 +67,44 @@ def greedy(base: str, model: str = "tiny", token_ids: bool = True) -> list[dict]
     return outputs
 
 
-def serve_and_query(
-    framework: str,
-    folder: Path,
-    model: Path,
-    query,
-    *,
-    kernels: list[str] | None = None,
-    engine_args: dict | None = None,
-    extra_env: dict[str, str] | None = None,
-    timeout_s: float = 600,
-    after: Callable[[ManagedProcess], object] | None = None,
-) -> Served:
-    """Start ``framework`` on ``model`` through its adapter, run ``query(base_url)``, stop it.
+@dataclass
+class Run:
+    """One server to start and query: ``serving`` holds :func:`tests.servers.start_server`'s
+    keywords (kernels, engine_args...)."""
 
-    ``after(process)`` runs on the still-running server once ``query`` is done (a test that
-    kills it, say); the server is stopped either way.
-    """
-    serving = {"engine_args": engine_args or {}}
-    if kernels:
-        serving["kernels"] = kernels
-    spec = load_spec(cpu_serving_spec(folder, model, framework, **serving))
-    ctx = LaunchContext.local(
-        REPO, host_override="127.0.0.1", port=free_port(), extra_env=dict(extra_env or {})
-    )
-    (launch,) = ADAPTERS[framework].plan(spec, ctx)
-    log_file = folder / f"{framework}.log"
-    process = ManagedProcess(launch, log_file).start()
+    framework: str
+    folder: Path
+    model: Path
+    query: Callable[[str], list[dict]]
+    serving: dict = field(default_factory=dict)
+
+
+def serve_and_query(*runs: Run, timeout_s: float = 600) -> list[Served]:
+    """Start every run's server at once, run its ``query(base_url)`` once it is healthy, and
+    stop them all. A start is mostly one process at a time importing on one core, so on
+    two cores two servers are up in little more than the time of one."""
+    for run in runs:
+        needs(run.framework)
+    processes: list[ManagedProcess] = []
+    answers = []
     try:
-        process.wait_healthy(timeout_s=timeout_s)
-        outputs = query(launch.health_url.rsplit("/", 1)[0])
-        group = set(process.live_group_members())
-        result = after(process) if after is not None else None
+        for run in runs:
+            processes.append(start_server(run.framework, run.folder, run.model, **run.serving))
+        for run, process in zip(runs, processes, strict=True):
+            process.wait_healthy(timeout_s=timeout_s)
+            answers.append((run.query(base_url(process)), set(process.live_group_members())))
     finally:
-        process.stop()
-    return Served(log_file.read_text(errors="replace"), outputs, process.pid, group, result)
+        with ThreadPoolExecutor() as pool:  # each stop may wait out its grace period
+            list(pool.map(ManagedProcess.stop, processes))
+    return [
+        Served(process.log_file.read_text(errors="replace"), outputs, process.pid, group)
+        for process, (outputs, group) in zip(processes, answers, strict=True)
+    ]
+
+
+def query_running(process: ManagedProcess, query) -> Served:
+    """Run ``query(base_url)`` on a server that stays up (a session's shared one): its
+    outputs, its group while serving, and its log so far, the queries' lines included."""
+    outputs = query(base_url(process))
+    group = set(process.live_group_members())
+    return Served(process.log_file.read_text(errors="replace"), outputs, process.pid, group)

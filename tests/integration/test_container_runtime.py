@@ -29,7 +29,7 @@ from pocforge.spec import load_spec
 from pocforge.tiny_model.make import make_tiny
 
 from ..conftest import REPO
-from ..frameworks.conftest import cpu_serving_spec
+from ..servers import cpu_serving_spec
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
 

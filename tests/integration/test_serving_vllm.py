@@ -11,14 +11,16 @@ from pocforge.bench.datasets import DatasetConfig
 from pocforge.bench.records import read_records
 from pocforge.bench.sweep import run_sweep
 
+from ..servers import base_url
+
 pytestmark = pytest.mark.integration
 
 
-def test_two_point_sweep_on_vllm(vllm_server, tmp_path):
+def test_two_point_sweep_on_vllm(vllm_server, tiny_llama, tmp_path):
     cfg = SweepConfig(
-        base_url=vllm_server["url"],
+        base_url=base_url(vllm_server),
         model="tiny",
-        tokenizer=str(vllm_server["model_dir"]),
+        tokenizer=str(tiny_llama),
         dataset=DatasetConfig(isl="48", osl="12"),
         values=[1, 4],
         num_prompts=8,
@@ -48,12 +50,12 @@ def test_two_point_sweep_on_vllm(vllm_server, tmp_path):
     assert s.points[1].repeats[0].peak_concurrency == 4
 
 
-def test_chat_api_on_vllm(vllm_server, tmp_path):
+def test_chat_api_on_vllm(vllm_server, tiny_llama, tmp_path):
     cfg = SweepConfig(
-        base_url=vllm_server["url"],
+        base_url=base_url(vllm_server),
         model="tiny",
         api="chat",
-        tokenizer=str(vllm_server["model_dir"]),
+        tokenizer=str(tiny_llama),
         dataset=DatasetConfig(isl="20", osl="6"),
         values=[2],
         num_prompts=4,

