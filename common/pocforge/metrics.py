@@ -115,6 +115,46 @@ _SERVING = [
         derived=True,
     ),
     Metric("error_rate", "serving", "fraction", "Failed requests / requests sent.", better="lower"),
+    # From the servers' own counters around each repeat (pocforge.bench.promscrape), so a
+    # figure no client can see: how much prompt the caches and the P/D transfer served.
+    Metric(
+        "prefix_hit_rate",
+        "serving",
+        "fraction",
+        "Prompt tokens found in the servers' prefix cache / prompt tokens looked up, from "
+        "their counters (vLLM prefix_cache_hits / prefix_cache_queries, SGLang cached_tokens "
+        "/ prompt_tokens) over the repeat.",
+    ),
+    Metric(
+        "kv_transfer_share",
+        "serving",
+        "fraction",
+        "Disaggregated: prompt tokens the decode pool took from KV transferred by the "
+        "prefill pool / prompt tokens it admitted (vLLM prompt_tokens_by_source).",
+    ),
+    Metric(
+        "kv_transfer_failures",
+        "serving",
+        "requests",
+        "Disaggregated: requests whose prefill or decode step failed at the kit's router.",
+        better="lower",
+    ),
+    Metric(
+        "prefill_ms",
+        "serving",
+        "ms",
+        "Disaggregated: mean time of the prefill step at the router (request to the prefill "
+        "pool's one-token answer), the first part of TTFT.",
+        better="lower",
+    ),
+    Metric(
+        "transfer_decode_ms",
+        "serving",
+        "ms",
+        "Disaggregated: mean time from the router's decode request to its first byte (the "
+        "KV transfer and the first decode step), the rest of TTFT.",
+        better="lower",
+    ),
     # Energy (pocforge.telemetry): over each repeat's measured window, of the devices that
     # served it: the GPUs, or on a `cpu` cluster the CPU packages (RAPL). Not needs_gpu:
     # RAPL measures a CPU POC too; where a node has no power source at all the figures are

@@ -21,7 +21,7 @@ POCFORGE = str(Path(sys.executable).parent / "pocforge")
 
 def run(*args: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [POCFORGE, *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=60
+        [POCFORGE, *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=180
     )
 
 
@@ -100,6 +100,8 @@ def test_show_resolves_and_masks_secrets():
         "dp": 1,
         "ep": 1,
         "dp_attention": False,
+        "all2all_backend": None,
+        "deepep_mode": None,
     }
     assert data["model"]["hf_token"] == "**********"
     assert "canary-5e1d" not in result.stdout + result.stderr

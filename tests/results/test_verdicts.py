@@ -106,6 +106,8 @@ def full_run(store, tmp_path):
     sweep = with_telemetry(DATA / "pocforge-sweep-a", tmp_path / "sweep", price=1.0)
     with run.stage("serving") as stage:
         stage.add_tree(sweep, "chat")
+        # the real sweep through the kit's P/D router: the metrics from servers' counters
+        stage.add_tree(DATA / "pocforge-sweep-pd", "pd")
     steps = [TrainingStep(step=i, loss=8.0 - 0.5 * i + 0.01 * (i % 2)) for i in range(8)]
     training = TrainingResult(
         framework="deepspeed",
@@ -222,8 +224,13 @@ def _judgeable_paths() -> list[tuple[Metric, str]]:
         "collectives": "collectives.all_reduce.",
         "parity": "parity.",
     }
+    from pocforge.bench.promscrape import SERVER_METRICS
+
+    def section(m: Metric) -> str:
+        return "serving.pd." if m.name in SERVER_METRICS else prefix[m.section]
+
     return [
-        (m, f"{prefix[m.section]}{m.name}{'.p90' if m.distribution else ''}")
+        (m, f"{section(m)}{m.name}{'.p90' if m.distribution else ''}")
         for m in METRICS.values()
         if m.name in judgeable(m.section)
     ]

@@ -23,7 +23,13 @@ from typing import NamedTuple
 import aiohttp
 from pydantic import BaseModel, ConfigDict, Field
 
-PREFIXES = ("vllm:", "sglang:")
+PREFIXES = ("vllm:", "sglang:", "pocforge_router:")
+# Labels a sample keeps beside its total: the cache tier of vLLM's prompt tokens
+# (``source``) and, behind the kit's P/D router, the pool an instance serves
+# (``pocforge_pool``); a sample is also counted under ``name{label="value",...}``.
+KEPT_LABELS = ("pocforge_pool", "source")
+EXTERNAL = 'vllm:prompt_tokens_by_source_total{source="external_kv_transfer"}'
+DECODE_PROMPT = 'vllm:prompt_tokens_by_source_total{pocforge_pool="decode"}'
 # Gauges whose peak during a point matters; names differ across servers and versions.
 PEAK_GAUGES = (
     "vllm:kv_cache_usage_perc",
@@ -71,6 +77,39 @@ DERIVED = {
             ("sglang:cached_tokens_total", "sglang:prompt_tokens_total"),
         ),
     ),
+    "external_prefix_cache_hit_rate": Derived(
+        "Prompt tokens found in an external KV cache (a KV connector: the prefill pool's "
+        "transfer, an offload tier) / prompt tokens looked up there.",
+        (("vllm:external_prefix_cache_hits_total", "vllm:external_prefix_cache_queries_total"),),
+    ),
+    "kv_transfer_tokens": Derived(
+        "Prompt tokens whose KV the server took from another instance (vLLM's "
+        "prompt_tokens_by_source, source external_kv_transfer).",
+        ((EXTERNAL, None),),
+    ),
+    "kv_transfer_share": Derived(
+        "Prompt tokens the decode pool took from transferred KV / prompt tokens it admitted "
+        "(all sources); behind the kit's P/D router only.",
+        ((EXTERNAL, DECODE_PROMPT),),
+    ),
+    "kv_transfer_failures": Derived(
+        "Requests whose prefill or decode answer failed at the kit's P/D router.",
+        (("pocforge_router:transfer_failures_total", None),),
+    ),
+    "nixl_failed_transfers": Derived(
+        "KV transfers NIXL reported as failed (vLLM's NixlConnector).",
+        (("vllm:nixl_num_failed_transfers_total", None),),
+    ),
+    "router_prefill_mean_s": Derived(
+        "Mean time of a request's prefill step as the kit's P/D router saw it (the first "
+        "part of TTFT; the rest is the KV transfer and decode's first token).",
+        _means("pocforge_router:prefill_seconds"),
+    ),
+    "router_decode_first_byte_mean_s": Derived(
+        "Mean time from the router's decode request to decode's first byte back (KV "
+        "transfer + first decode step).",
+        _means("pocforge_router:decode_first_byte_seconds"),
+    ),
     "preemptions": Derived(
         "Requests preempted (vLLM) or retracted (SGLang) to free KV cache; SGLang reports "
         "none until its first retraction.",
@@ -96,6 +135,27 @@ DERIVED = {
         _means("vllm:request_queue_time_seconds", "sglang:queue_time_seconds"),
     ),
 }
+
+
+# Serving metrics (pocforge.metrics) read from the derived figures: name -> (figure, scale).
+SERVER_METRICS = {
+    "prefix_hit_rate": ("prefix_cache_hit_rate", 1.0),
+    "kv_transfer_share": ("kv_transfer_share", 1.0),
+    "kv_transfer_failures": ("kv_transfer_failures", 1.0),
+    "prefill_ms": ("router_prefill_mean_s", 1000.0),
+    "transfer_decode_ms": ("router_decode_first_byte_mean_s", 1000.0),
+}
+
+
+def server_metrics(server: ServerMetrics | None) -> dict[str, float]:
+    """The repeat's serving metrics that come from the servers' counters (those reported)."""
+    if server is None or not server.scraped:
+        return {}
+    return {
+        name: server.derived[figure] * scale
+        for name, (figure, scale) in SERVER_METRICS.items()
+        if figure in server.derived
+    }
 
 
 def derive(delta: dict[str, float]) -> dict[str, float]:
@@ -184,8 +244,18 @@ def parse_metrics(text: str) -> dict[str, float]:
                 continue
             if not math.isfinite(s.value):
                 continue
-            out[s.name] = out.get(s.name, 0.0) + float(s.value)
+            for key in _keys(s.name, s.labels):
+                out[key] = out.get(key, 0.0) + float(s.value)
     return out
+
+
+def _keys(name: str, labels: dict[str, str]) -> list[str]:
+    """``name``, and ``name{label="value"}`` for each kept label it has and for all of them."""
+    kept = [(k, labels[k]) for k in KEPT_LABELS if k in labels]
+    keys = [name] + [f'{name}{{{k}="{v}"}}' for k, v in kept]
+    if len(kept) > 1:
+        keys.append(name + "{" + ",".join(f'{k}="{v}"' for k, v in kept) + "}")
+    return keys
 
 
 async def scrape_text(session: aiohttp.ClientSession, url: str, timeout_s: float = 5.0) -> str:

@@ -13,7 +13,7 @@ from pocforge.bench.config import BenchError, SweepConfig
 from pocforge.bench.datasets import build_requests
 from pocforge.bench.environment import check_server
 from pocforge.bench.load import LoadSpec, run_load
-from pocforge.bench.promscrape import Scraper
+from pocforge.bench.promscrape import Scraper, server_metrics
 from pocforge.bench.records import RecordWriter, RequestRecord
 from pocforge.bench.run_metrics import (
     peak_concurrency,
@@ -209,6 +209,7 @@ async def run_repeat(
     offered = value if cfg.mode == "rate" and math.isfinite(value) else None
     achieved = (outcome.sent - 1) / outcome.send_span_s if outcome.send_span_s > 0 else None
     metrics = run_metrics(recs, outcome.duration_s, _goodput_thresholds(cfg), cfg.gpus)
+    metrics.update(server_metrics(server))
     result = RepeatResult(
         repeat=rep,
         status=status,

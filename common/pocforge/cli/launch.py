@@ -79,8 +79,9 @@ def launch_cmd(
             click.echo(json.dumps([launch.as_dict() for launch in launches], indent=2))
             return
         for launch in launches:
+            role = launch.role if launch.instance is None else f"{launch.role} {launch.instance}"
             click.echo(
-                f"# {launch.deployment} / {launch.framework} / node {launch.node_rank} ({launch.host}, {launch.role})"
+                f"# {launch.deployment} / {launch.framework} / node {launch.node_rank} ({launch.host}, {role})"
             )
             for key, value in sorted(launch.env.items()):
                 click.echo(f"export {key}={shlex.quote(value)}")

@@ -97,6 +97,8 @@ def schema_cmd(out: str) -> None:
             "mad",
             "nccl-tests",
             "rccl-tests",
+            "deepep",
+            "mori",
             "trtllm-bench",
             "mlperf",
             "published",

@@ -156,7 +156,16 @@ def validate_cmd(targets: tuple[str, ...], framework_check: bool) -> None:
 
 def _summary(spec: PocSpec) -> str:
     parts = [f"{spec.cluster.nodes}×{spec.cluster.gpus_per_node} {spec.cluster.gpu}"]
-    if spec.serving:
+    if spec.serving and spec.serving.disaggregation:
+        pools = spec.serving.disaggregation
+        layouts = [
+            f"{role} {pool.instances}×tp{pool.tp} dp{pool.dp} ep{pool.ep}"
+            for role, pool in (("prefill", pools.prefill), ("decode", pools.decode))
+        ]
+        parts.append(
+            f"{spec.serving.framework} disaggregated: {', '.join(layouts)}, {len(spec.serving.workloads)} workloads"
+        )
+    elif spec.serving:
         par = spec.serving.parallelism
         parts.append(
             f"{spec.serving.framework} tp{par.tp} pp{par.pp} dp{par.dp} ep{par.ep}, {len(spec.serving.workloads)} workloads"

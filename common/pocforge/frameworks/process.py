@@ -37,13 +37,26 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-Role = Literal["server", "ray-head", "ray-worker", "headless", "launcher", "trainer"]
+Role = Literal[
+    "server",
+    "ray-head",
+    "ray-worker",
+    "headless",
+    "prefill",
+    "decode",
+    "router",
+    "launcher",
+    "trainer",
+]
 # Roles a node starts first: what others connect to before what connects to it.
 START_ORDER: tuple[Role, ...] = (
     "ray-head",
     "ray-worker",
     "headless",
+    "prefill",
+    "decode",
     "server",
+    "router",
     "launcher",
     "trainer",
 )
@@ -67,6 +80,7 @@ class NodeLaunch:
     check_args: list[str] | None = None  # the part the framework's own parser validates
     # Where it runs (pocforge.runtimes): kind, image, the framework's own argv and env.
     runtime: dict | None = None
+    instance: int | None = None  # which server of its pool (disaggregated prefill / decode)
 
     def command(self) -> str:
         """The argv as one shell-quoted line."""
@@ -89,6 +103,7 @@ class NodeLaunch:
             "files": self.files,
             "health_url": self.health_url,
             **({"runtime": self.runtime} if self.runtime else {}),
+            **({"instance": self.instance} if self.instance is not None else {}),
         }
 
     @classmethod
@@ -311,6 +326,7 @@ def start_node(
     deadline = time.monotonic() + timeout_s
     for launch in launches:
         role = "" if launch.role in ("server", "headless", "ray-worker") else f"-{launch.role}"
+        role += "" if launch.instance is None else str(launch.instance)
         log = log_dir / f"{name}-{launch.framework}{rank}{role}-{stamp}.log"
         try:
             process = ManagedProcess(launch, log, workdir=workdir).start()

@@ -86,6 +86,8 @@ class SglangAdapter:
             "dp-size": par.dp if par.dp > 1 and not par.dp_attention else None,
             "attn-dp-size": par.dp if par.dp_attention else None,
             "ep-size": par.ep if par.ep > 1 else None,
+            "moe-a2a-backend": par.all2all_backend,
+            "deepep-mode": par.deepep_mode,
             "context-length": model.max_model_len,
             "quantization": quantization_flag("sglang", model.quantization),
             "kv-cache-dtype": model.kv_cache_dtype if model.kv_cache_dtype != "auto" else None,
@@ -102,6 +104,16 @@ class SglangAdapter:
                     "dist-init-addr": f"{head}:{DIST_PORT}",
                 }
             )
+        offload = serving.kv_offload
+        if offload is not None:  # HiCache (validate: the only backend SGLang has here)
+            options.update(
+                {
+                    "enable-hierarchical-cache": True,
+                    "hicache-size": offload.size_gb,
+                    "hicache-write-policy": offload.write_policy,
+                    "hicache-storage-backend": offload.storage_backend,
+                }
+            )
         if spec.cluster.gpu == "cpu":
             options.update(CPU_ARGS)
         for key, value in serving.engine_args.items():
@@ -109,12 +121,13 @@ class SglangAdapter:
         return flag_args(options)
 
     def check(self, launches: list[NodeLaunch], ctx: LaunchContext) -> list[tuple[NodeLaunch, str]]:
-        """SGLang's own ``prepare_server_args`` on every node's arguments."""
+        """SGLang's own ``prepare_server_args`` on every server's arguments (a router has none)."""
+        servers = [launch for launch in launches if launch.check_args is not None]
         verdicts = run_argcheck(
-            ctx.sglang_python, "sglang_args", [launch.check_args for launch in launches]
+            ctx.sglang_python, "sglang_args", [launch.check_args for launch in servers]
         )
         return [
             (launch, f"SGLang rejects the arguments: {verdict}")
-            for launch, verdict in zip(launches, verdicts, strict=True)
+            for launch, verdict in zip(servers, verdicts, strict=True)
             if verdict
         ]

@@ -133,11 +133,16 @@ class VllmAdapter:
             "pipeline-parallel-size": par.pp,
             "data-parallel-size": par.dp,
             "enable-expert-parallel": True if par.ep > 1 else None,
+            "all2all-backend": par.all2all_backend,
             "max-model-len": model.max_model_len,
             "quantization": quantization_flag("vllm", model.quantization),
             "kv-cache-dtype": model.kv_cache_dtype if model.kv_cache_dtype != "auto" else None,
             "revision": model.revision,
         }
+        offload = serving.kv_offload
+        if offload is not None:  # vLLM's own host-memory tier (validate: native or lmcache)
+            options["kv-offloading-backend"] = offload.backend
+            options["kv-offloading-size"] = offload.size_gb
         enable = custom_ops(serving.kernels)  # the vLLM op names the kit's plugin replaces
         if enable:
             options["compilation-config"] = {"custom_ops": ["none", *enable]}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -24,7 +25,7 @@ from pocforge.bench.from_spec import sweep_config
 from pocforge.bench.sweep import run_sweep
 from pocforge.frameworks import LaunchContext
 from pocforge.frameworks.base import model_path, prepare_model
-from pocforge.frameworks.process import ManagedProcess, free_port
+from pocforge.frameworks.process import ManagedProcess, free_port, in_start_order, start_node
 from pocforge.frameworks.startup import startup_timeout_s
 from pocforge.paths import workspace_root
 from pocforge.results.adapters import from_kernel_bench, from_training_summary
@@ -43,29 +44,63 @@ class StageError(RuntimeError):
     """A stage that could not produce its result (one clear line)."""
 
 
+class Deployment:
+    """The processes of one serving deployment here (one server, or a disaggregated
+    deployment's prefill and decode servers and router); ``check_alive()`` raises if any
+    died."""
+
+    def __init__(self, processes: list[ManagedProcess]):
+        self.processes = processes
+
+    def check_alive(self) -> None:
+        for process in self.processes:
+            process.check_alive()
+
+
 @contextlib.contextmanager
-def serve(spec: PocSpec, stage_dir: Path, say: Say = print) -> Iterator[tuple[str, ManagedProcess]]:
-    """The spec's server here, in its runtime, until the block ends; yields its base URL and
-    its process (``check_alive()`` raises if it died)."""
+def serve(spec: PocSpec, stage_dir: Path, say: Say = print) -> Iterator[tuple[str, Deployment]]:
+    """The spec's deployment here, in its runtime, until the block ends; yields the base URL
+    the benchmark talks to (the server's, or the P/D router's) and its processes. A
+    disaggregated deployment's shared KV folder (ExampleConnector) goes in ``stage_dir``."""
     serving = spec.serving
     prepare_model(spec)
+    if serving.disaggregation is not None:
+        shared = serving.disaggregation.model_copy(
+            update={"shared_storage_path": str((stage_dir / "kv-shared").resolve())}
+        )
+        changed = serving.model_copy(update={"disaggregation": shared})
+        spec = spec.model_copy(update={"serving": changed})
     ctx = LaunchContext.local(workspace_root(), host_override="127.0.0.1", port=free_port())
     wheels = {}
     if resolve(spec, "serving").kind == "container":  # the container installs them from here
         wheels["wheels"] = str(kit_wheels())
-    (launch,) = plan_deployment(spec, "serving", ctx, **wheels)  # in its runtime
-    server = ManagedProcess(launch, stage_dir / "server.log").start()
+    launches = in_start_order(plan_deployment(spec, "serving", ctx, **wheels))  # in its runtime
+    front = launches[-1]  # the server, or the router in front of the pools
+    started: list[ManagedProcess] = []
     try:
-        say(
-            f"{stage_dir.name}: starting {serving.framework} (pid {server.pid}), log {stage_dir / 'server.log'}"
-        )
-        waited = server.wait_healthy(timeout_s=startup_timeout_s(spec))
-        base_url = launch.health_url.rsplit("/", 1)[0]
-        say(f"{stage_dir.name}: healthy after {waited:.0f} s at {base_url}")
-        yield base_url, server
-        server.check_alive()
+        if len(launches) == 1:
+            started.append(ManagedProcess(front, stage_dir / "server.log").start())
+            say(
+                f"{stage_dir.name}: starting {serving.framework} (pid {started[0].pid}), log {stage_dir / 'server.log'}"
+            )
+            waited = started[0].wait_healthy(timeout_s=startup_timeout_s(spec))
+            say(f"{stage_dir.name}: healthy after {waited:.0f} s at {_base(front)}")
+        else:
+            timeout = startup_timeout_s(spec) * len(launches)
+            lines = lambda line: say(f"{stage_dir.name}: {line}")  # noqa: E731
+            start_node(spec.name, launches, None, timeout, lines, started, stage_dir / "logs")
+        deployment = Deployment(started)
+        yield _base(front), deployment
+        deployment.check_alive()
     finally:
-        server.stop()
+        for process in reversed(started):
+            process.stop()
+        # the transferred KV is scratch, not a result (its share is in the summaries)
+        shutil.rmtree(stage_dir / "kv-shared", ignore_errors=True)
+
+
+def _base(launch) -> str:
+    return launch.health_url.rsplit("/", 1)[0]
 
 
 def run_serving(spec: PocSpec, stage_dir: Path, say: Say) -> None:

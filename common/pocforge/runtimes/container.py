@@ -72,6 +72,8 @@ def kit_install(python: str, *distributions: str) -> str:
 def container_name(poc: str, launch: NodeLaunch) -> str:
     """A name teardown can find: ``pocforge-<poc>-<deployment>-<role>-<rank>``."""
     raw = f"pocforge-{poc}-{launch.deployment}-{launch.role}-{launch.node_rank}"
+    if launch.instance is not None:  # several prefill or decode servers on one node
+        raw += f"-{launch.instance}"
     return re.sub(r"[^a-zA-Z0-9_.-]", "-", raw)
 
 
@@ -98,7 +100,9 @@ def wrap(
     argv.append(runtime.image)
     # The training driver is the kit's (pocforge.training.driver); the kernels are the
     # kernels distribution's. Both from the mounted wheels, without an index.
-    kit = ["pocforge", "pocforge-kernels"] if launch.deployment == "training" else []
+    # So is the disaggregated deployment's router (pocforge.frameworks.pd_router).
+    whole_kit = launch.deployment == "training" or launch.role == "router"
+    kit = ["pocforge", "pocforge-kernels"] if whole_kit else []
     kit = kit or (["pocforge-kernels"] if kernels else [])
     if kit:
         # sh -c '<install> && exec "$@"' sh <argv...>: no quoting of the framework's argv.
@@ -117,6 +121,7 @@ def wrap(
         files=launch.files,
         health_url=launch.health_url,
         check_args=launch.check_args,
+        instance=launch.instance,
         runtime={
             "kind": "container",
             "engine": runtime.engine,

@@ -8,6 +8,7 @@ from pathlib import Path, PurePosixPath
 
 from pocforge.frameworks import ADAPTERS, LaunchContext, NodeLaunch
 from pocforge.frameworks.base import model_path
+from pocforge.frameworks.disagg import plan_disaggregated
 from pocforge.runtimes import container
 from pocforge.runtimes.resolve import WHEELS, Deployment, ResolvedRuntime, resolve
 from pocforge.spec import PocSpec
@@ -71,6 +72,8 @@ def plan_deployment(
     ctx = _context(runtime, base)
     if deployment == "training" and out_dir is not None:
         launches = adapter.plan(spec, ctx, out_dir=out_dir)
+    elif deployment == "serving" and spec.serving.disaggregation is not None:
+        launches = plan_disaggregated(spec, ctx, adapter)
     else:
         launches = adapter.plan(spec, ctx)
     for one in launches:

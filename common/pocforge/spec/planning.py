@@ -196,3 +196,30 @@ def training_model(spec: PocSpec, shape: Shape) -> tuple[Training, TrainingPoint
     model = Training(shape, layout, device_of(spec), training.framework, precision)
     point = TrainingPoint(training.seq_len, training.micro_batch * training.grad_accum * dp)
     return model, point
+
+
+def pool_spec(spec: PocSpec, role: str) -> PocSpec:
+    """One instance of a disaggregated pool as an aggregated spec: the pool's layout as
+    ``serving.parallelism``, its engine arguments over the deployment's, the cluster cut to
+    the instance's GPUs (what the memory rule, the planner and the adapters read)."""
+    serving = spec.serving
+    assert serving is not None and serving.disaggregation is not None
+    pool = getattr(serving.disaggregation, role)
+    par = serving.parallelism.model_copy(
+        update={"tp": pool.tp, "dp": pool.dp, "ep": pool.ep, "dp_attention": pool.dp_attention}
+    )
+    per_node = spec.cluster.gpus_per_node
+    nodes = max(1, pool.gpus // per_node)
+    cluster = spec.cluster.model_copy(
+        update={"nodes": nodes, "gpus_per_node": min(pool.gpus, per_node), "hosts": []}
+    )
+    changed = serving.model_copy(
+        update={
+            "parallelism": par,
+            "engine_args": {**serving.engine_args, **pool.engine_args},
+            "disaggregation": None,
+        }
+    )
+    variant = spec.model_copy(update={"serving": changed, "cluster": cluster})
+    variant._file, variant._hash = spec._file, spec._hash
+    return variant

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from pocforge.catalog import gpu, gpu_names
 from pocforge.metrics import STATISTICS, judgeable, metric
-from pocforge.spec import trtllm_options
-from pocforge.spec.planning import facts_of, serving_model, shape_of, workload_points
+from pocforge.spec import disagg_rules, trtllm_options
+from pocforge.spec.planning import facts_of, pool_spec, serving_model, shape_of, workload_points
 from pocforge.spec.quantization import quantization_problem
 from pocforge.spec.schema import MegatronLayout, PocSpec
 from pocforge_kernels.integrations.support import serving_problem
@@ -25,8 +25,9 @@ COLLECTIVES = ("all_reduce", "all_gather", "alltoall", "reduce_scatter")
 
 
 def serving_fits_cluster(spec: PocSpec) -> Iterator[Finding]:
-    """tp × pp × dp × replicas uses exactly the cluster's GPUs (DP-attention lives inside TP)."""
-    if spec.serving is None:
+    """tp × pp × dp × replicas uses exactly the cluster's GPUs (DP-attention lives inside TP);
+    a disaggregated deployment's pools are sized by :mod:`.disagg_rules`."""
+    if spec.serving is None or spec.serving.disaggregation is not None:
         return
     par, replicas = spec.serving.parallelism, spec.serving.replicas
     per_replica = par.tp * par.pp * (1 if par.dp_attention else par.dp)
@@ -541,6 +542,11 @@ def serving_fits_memory(spec: PocSpec) -> Iterator[Finding]:
     model, :mod:`pocforge.plan.memory`); skipped when the model's facts cannot size it."""
     if spec.serving is None or spec.model.tiny is not None:
         return
+    if spec.serving.disaggregation is not None:  # each pool's instance on its own GPUs
+        for role in ("prefill", "decode"):
+            for path, message in serving_fits_memory(pool_spec(spec, role)):
+                yield path, f"the {role} pool: {message}"
+        return
     shape = shape_of(spec)
     if shape is None:
         return
@@ -583,6 +589,7 @@ RULES: list[Rule] = [
     hosts_match_nodes,
     workload_names_unique,
     criteria_are_produced,
+    *disagg_rules.RULES,
 ]
 
 

@@ -24,7 +24,9 @@ from pydantic import (
 )
 
 from pocforge.catalog import ModelFacts, gpu_names
+from pocforge.spec.disagg import SGLANG_A2A, VLLM_A2A, DeepepMode, Disaggregation, KvOffload
 from pocforge.spec.gates import AccuracyTask, ParityGate, SanityGate
+from pocforge.spec.values import EngineArg
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 KERNEL_OPS = (
@@ -350,9 +352,13 @@ class Parallelism(Strict):
         False,
         description="SGLang DP-attention: attention data-parallel inside the TP group (MoE only).",
     )
-
-
-EngineArg = str | int | float | bool | list[str | int | float] | None
+    all2all_backend: Literal[tuple(dict.fromkeys(VLLM_A2A + SGLANG_A2A))] | None = Field(  # type: ignore[valid-type]
+        None,
+        description="MoE all-to-all for expert parallelism: vLLM `--all2all-backend` (`deepep_high_throughput`, `deepep_low_latency`, `mori_high_throughput`, `allgather_reducescatter`, ...) or SGLang `--moe-a2a-backend` (`deepep`, `mori`, ...); default: the framework's.",
+    )
+    deepep_mode: DeepepMode | None = Field(
+        None, description="SGLang with `all2all_backend: deepep`: `--deepep-mode`."
+    )
 
 
 class Runtime(Strict):
@@ -478,6 +484,13 @@ class ServingSpec(Strict):
     parity: ParityGate | None = Field(
         None,
         description="Serve fixed prompts with and without the POC's kernels and patches and compare tokens and log-probabilities (needs `kernels` or patches).",
+    )
+    disaggregation: Disaggregation | None = Field(
+        None,
+        description="Prefill/decode disaggregation: pools, KV connector and router (vLLM, SGLang); `parallelism` and `replicas` then stay at their defaults.",
+    )
+    kv_offload: KvOffload | None = Field(
+        None, description="A host-memory KV tier, the engine's own (GPU builds only)."
     )
 
 

@@ -8,6 +8,8 @@ ours (:class:`~pocforge.results.schema.DefinitionDifference`), and writes a run:
   per-request data, ``serving/<workload>/requests-<point>.jsonl`` in the serving
   benchmark's record format;
 - ``collectives/<collective>.json`` (``CollectiveResult``);
+- ``collectives/ep_alltoall-<benchmark>.json`` (``EpAllToAllResult``) from DeepEP / MoRI
+  dispatch-combine benchmark output (``deepep`` and ``mori`` read either);
 - ``training/result.json`` (``TrainingResult``, the kind the kit's own training benchmark
   writes, so the dashboard, verdicts and comparisons read it alike) from a training log;
 - ``imported/<original file>``: the input, byte for byte (secrets scrubbed).
@@ -39,6 +41,8 @@ FORMATS = {
     "mad": "mad",
     "nccl-tests": "nccl_tests",
     "rccl-tests": "nccl_tests",
+    "deepep": "deepep",
+    "mori": "deepep",
     "trtllm-bench": "trtllm_bench",
     "mlperf": "mlperf",
     "published": "published",
