@@ -115,6 +115,24 @@ _SERVING = [
         derived=True,
     ),
     Metric("error_rate", "serving", "fraction", "Failed requests / requests sent.", better="lower"),
+    Metric(
+        "ttft_first_turn_ms",
+        "serving",
+        "ms",
+        "multi_turn / doc_qa workloads: TTFT of the first turn or round (nothing of the "
+        "conversation or document cached yet).",
+        True,
+        "lower",
+    ),
+    Metric(
+        "ttft_later_turns_ms",
+        "serving",
+        "ms",
+        "multi_turn / doc_qa workloads: TTFT of every later turn or round (the history or "
+        "document may come from the prefix cache).",
+        True,
+        "lower",
+    ),
     # From the servers' own counters around each repeat (pocforge.bench.promscrape), so a
     # figure no client can see: how much prompt the caches and the P/D transfer served.
     Metric(

@@ -120,3 +120,29 @@ def test_arrivals_poisson_and_gamma():
     assert np.std(bursty) / np.mean(bursty) == pytest.approx(2.0, rel=0.1)  # CV = 1/sqrt(shape)
     d = arrival_offsets(0, 50.0, 1.0, rng, duration_s=4.0)
     assert d.max() < 4.0 and 150 < d.size < 250
+
+
+def test_multi_turn_histories_grow_turn_major_and_each_extends_the_last(tok):
+    """Turn t of a user starts with that user's turn t-1, token for token (so a prefix
+    cache can serve it); every user's turn 0 comes before any turn 1."""
+    cfg = DatasetConfig(
+        kind="multi_turn", users=3, turns=3, system_prompt_len=40, isl=8, answer_len=12, osl=4
+    )
+    reqs = build_requests(cfg, 0, tok)
+    assert [r.turn for r in reqs] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+    for user in range(3):
+        prev, cur = reqs[user], reqs[3 + user]
+        before, after = tok.encode(prev.prompt), tok.encode(cur.prompt)
+        assert after[: len(before)] == before and len(after) > len(before)
+    system = tok.encode(reqs[0].prompt)[:40]
+    assert all(tok.encode(r.prompt)[:40] == system for r in reqs)  # one shared system prompt
+    assert reqs[0].prompt != reqs[1].prompt  # but their own questions
+
+
+def test_doc_qa_rounds_ask_new_questions_of_the_same_documents(tok):
+    cfg = DatasetConfig(kind="doc_qa", users=2, turns=3, system_prompt_len=64, isl=8, osl=4)
+    reqs = build_requests(cfg, 0, tok)
+    assert [r.turn for r in reqs] == [0, 0, 1, 1, 2, 2]
+    doc0 = tok.encode(reqs[0].prompt)[:64]
+    assert tok.encode(reqs[2].prompt)[:64] == doc0 and tok.encode(reqs[1].prompt)[:64] != doc0
+    assert reqs[0].prompt != reqs[2].prompt

@@ -108,6 +108,8 @@ def full_run(store, tmp_path):
         stage.add_tree(sweep, "chat")
         # the real sweep through the kit's P/D router: the metrics from servers' counters
         stage.add_tree(DATA / "pocforge-sweep-pd", "pd")
+        # a real multi-turn sweep: the TTFT of turn 0 and of the later turns
+        stage.add_tree(DATA / "pocforge-sweep-multiturn", "mt")
     steps = [TrainingStep(step=i, loss=8.0 - 0.5 * i + 0.01 * (i % 2)) for i in range(8)]
     training = TrainingResult(
         framework="deepspeed",
@@ -226,11 +228,21 @@ def _judgeable_paths() -> list[tuple[Metric, str]]:
     }
     from pocforge.bench.promscrape import SERVER_METRICS
 
+    from pocforge.bench.run_metrics import TURN_METRICS
+
+    def statistic(m: Metric) -> str:
+        if not m.distribution:
+            return ""
+        return ".p50" if m.name in TURN_METRICS else ".p90"
+
     def section(m: Metric) -> str:
+        if m.name in TURN_METRICS:
+            return "serving.mt."
         return "serving.pd." if m.name in SERVER_METRICS else prefix[m.section]
 
     return [
-        (m, f"{section(m)}{m.name}{'.p90' if m.distribution else ''}")
+        # p50: the multi-turn sweep has 4 first turns, too few for a p90
+        (m, f"{section(m)}{m.name}{statistic(m)}")
         for m in METRICS.values()
         if m.name in judgeable(m.section)
     ]

@@ -408,3 +408,34 @@ def test_the_rule_and_the_plugins_read_one_table(framework):
         is None
     }
     assert accepted == registered and "fused_moe" in accepted and "mla_decode" not in accepted
+
+
+# multi-turn and doc-QA workloads ------------------------------------------------------------
+
+
+def test_multi_turn_with_a_user_per_request_in_flight_loads(load, good):
+    good["serving"]["workloads"][0]["dataset"] = {
+        "kind": "multi_turn",
+        "users": 8,  # the good spec sweeps concurrency up to 8
+        "turns": 3,
+        "question_len": 32,
+        "answer_len": 64,
+        "osl": 64,
+    }
+    good["serving"]["workloads"][0]["num_prompts"] = 24
+    assert load(good).serving.workloads[0].dataset.turns == 3
+
+
+def test_multi_turn_refuses_fewer_users_than_requests_in_flight(load, good):
+    good["serving"]["workloads"][0]["dataset"] = {
+        "kind": "multi_turn",
+        "users": 4,
+        "turns": 3,
+        "question_len": 32,
+        "answer_len": 64,
+        "osl": 64,
+    }
+    good["serving"]["workloads"][0]["num_prompts"] = 10
+    found = " | ".join(messages(load, good))
+    assert "num_prompts: the multi_turn dataset sends 4 × 3 = 12 requests per repeat" in found
+    assert "users: 4 users but up to 8 requests in flight: a turn would be sent before" in found

@@ -8,6 +8,12 @@
   count the output length (unless ``osl`` fixes it). Filtered as vLLM does.
 - ``shared_prefix``: ``groups`` distinct prefixes of ``prefix_len`` tokens, each request
   one prefix plus a random suffix of ``isl`` tokens (prefix caching workloads).
+- ``multi_turn``: ``users`` conversations of ``turns`` turns (LMCache's multi-round QA):
+  turn ``t`` of a user is the shared system prompt, that user's earlier questions and
+  answers, and a new question, as one prompt text; sent turn-major (every user's turn 0,
+  then every turn 1, ...). Each request carries its ``turn``: 0 is the cache miss.
+- ``doc_qa``: ``documents`` long documents asked ``questions`` rounds of questions (round
+  ``q``: each document plus its ``q``-th question); the round is the request's ``turn``.
 - ``trace``: Mooncake-style JSONL (``timestamp`` ms, ``input_length``, ``output_length``,
   optional ``hash_ids``: equal ids give equal 512-token blocks, hence shared prefixes);
   replayed at its timestamps.
@@ -29,7 +35,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from pocforge.bench.tokenizer import Tokenizer
 from pocforge.spec.schema import Lengths
 
-DatasetKind = Literal["random", "sharegpt", "shared_prefix", "trace"]
+DatasetKind = Literal["random", "sharegpt", "shared_prefix", "trace", "multi_turn", "doc_qa"]
+# Kinds whose requests are a fixed set built from the dataset (not ``n`` drawn prompts).
+FIXED_SETS = ("trace", "multi_turn", "doc_qa")
 
 
 class DatasetError(ValueError):
@@ -61,6 +69,14 @@ class DatasetConfig(BaseModel):
     groups: int = Field(4, ge=1, description="shared_prefix: number of distinct prefixes.")
     prefix_len: int = Field(256, ge=1, description="shared_prefix: prefix length in tokens.")
     block_size: int = Field(512, ge=1, description="trace: tokens per hash_id block.")
+    users: int = Field(4, ge=1, description="multi_turn: conversations; doc_qa: documents.")
+    turns: int = Field(2, ge=1, description="multi_turn: turns; doc_qa: question rounds.")
+    system_prompt_len: int = Field(
+        0, ge=0, description="multi_turn: shared system prompt tokens; doc_qa: document tokens."
+    )
+    answer_len: LengthSpec | None = Field(
+        None, description="multi_turn: tokens of each earlier answer in the history."
+    )
     seed: int = 0
 
 
@@ -72,6 +88,7 @@ class RequestSpec:
     prompt_tokens: int
     max_tokens: int
     at_s: float | None = None  # trace replay: send offset in seconds
+    turn: int | None = None  # multi_turn / doc_qa: the turn or round (0: nothing cached yet)
 
 
 def parse_length(spec: str | int, what: str) -> Lengths:
@@ -195,7 +212,50 @@ def build_requests(cfg: DatasetConfig, n: int, tok: Tokenizer | None) -> list[Re
         return out
     if cfg.kind == "sharegpt":
         return _sharegpt(cfg, n, _need_tokenizer(tok, cfg.kind), rng)
+    if cfg.kind == "multi_turn":
+        return _multi_turn(cfg, _need_tokenizer(tok, cfg.kind), rng)
+    if cfg.kind == "doc_qa":
+        return _doc_qa(cfg, _need_tokenizer(tok, cfg.kind), rng)
     return _trace(cfg, n, _need_tokenizer(tok, cfg.kind), rng)
+
+
+def _multi_turn(cfg: DatasetConfig, tok: Tokenizer, rng: np.random.Generator) -> list[RequestSpec]:
+    """Turn-major requests of ``cfg.users`` growing conversations (see the module notes).
+    The history is plain text (``User: ...`` / ``Assistant: ...`` lines), so turn ``t``'s
+    prompt begins with turn ``t - 1``'s, token for token up to its last line."""
+    users, turns = cfg.users, cfg.turns
+    system = (
+        _random_prompts(tok, [cfg.system_prompt_len], rng)[0][0] if cfg.system_prompt_len else ""
+    )
+    questions = _random_prompts(tok, draw_lengths(cfg.isl, users * turns, rng), rng)
+    answers = _random_prompts(
+        tok, draw_lengths(cfg.answer_len or Lengths(mean=64), users * turns, rng), rng
+    )
+    osl = draw_lengths(cfg.osl or Lengths(mean=128), users * turns, rng)
+    history = [system + "\n" if system else "" for _ in range(users)]
+    out = []
+    for turn in range(turns):
+        for user in range(users):
+            k = turn * users + user
+            text = f"{history[user]}User: {questions[k][0]}\nAssistant:"
+            out.append(RequestSpec(text, tok.count(text), osl[k], turn=turn))
+            history[user] = f"{text} {answers[k][0]}\n"
+    return out
+
+
+def _doc_qa(cfg: DatasetConfig, tok: Tokenizer, rng: np.random.Generator) -> list[RequestSpec]:
+    """Round-major questions on ``cfg.users`` documents of ``cfg.system_prompt_len`` tokens."""
+    docs = _random_prompts(tok, [cfg.system_prompt_len] * cfg.users, rng)
+    count = cfg.users * cfg.turns
+    questions = _random_prompts(tok, draw_lengths(cfg.isl, count, rng), rng)
+    osl = draw_lengths(cfg.osl or Lengths(mean=128), count, rng)
+    out = []
+    for round_ in range(cfg.turns):
+        for d, (doc, _) in enumerate(docs):
+            k = round_ * cfg.users + d
+            text = f"{doc}\n\nQuestion: {questions[k][0]}\nAnswer:"
+            out.append(RequestSpec(text, tok.count(text), osl[k], turn=round_))
+    return out
 
 
 def _read_path(cfg: DatasetConfig) -> Path:

@@ -43,6 +43,27 @@ def dataset_config(workload: Workload, folder: Path) -> DatasetConfig:
             prefix_len=data.prefix_len,
             seed=workload.seed,
         )
+    if data.kind == "multi_turn":
+        return DatasetConfig(
+            kind="multi_turn",
+            users=data.users,
+            turns=data.turns,
+            system_prompt_len=data.system_prompt_len,
+            isl=data.question_len,
+            answer_len=data.answer_len,
+            osl=data.osl,
+            seed=workload.seed,
+        )
+    if data.kind == "doc_qa":
+        return DatasetConfig(
+            kind="doc_qa",
+            users=data.documents,
+            turns=data.questions,
+            system_prompt_len=data.doc_len,
+            isl=data.question_len,
+            osl=data.osl,
+            seed=workload.seed,
+        )
     return DatasetConfig(kind="trace", path=str(folder / data.path), seed=workload.seed)
 
 

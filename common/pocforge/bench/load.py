@@ -190,6 +190,7 @@ async def run_load(
             requested_output_tokens=spec.max_tokens,
             count_tokens=count_tokens,
         )
+        rec.turn = spec.turn
         records.append(rec)
         if on_record is not None:
             on_record(rec)

@@ -151,11 +151,17 @@ def server_metrics(server: ServerMetrics | None) -> dict[str, float]:
     """The repeat's serving metrics that come from the servers' counters (those reported)."""
     if server is None or not server.scraped:
         return {}
-    return {
+    out = {
         name: server.derived[figure] * scale
         for name, (figure, scale) in SERVER_METRICS.items()
         if figure in server.derived
     }
+    # vLLM with prefix caching off looks nothing up (queries stay 0): none of the prompt
+    # came from the cache, which is a hit rate of 0, not a missing one
+    looked_up = server.delta.get("vllm:prefix_cache_queries_total")
+    if "prefix_hit_rate" not in out and looked_up == 0 and server.derived.get("prompt_tokens"):
+        out["prefix_hit_rate"] = 0.0
+    return out
 
 
 def derive(delta: dict[str, float]) -> dict[str, float]:

@@ -46,6 +46,9 @@ class RequestRecord(BaseModel):
     output_tokens: int | None = None
     output_tokens_source: TokenSource | None = None
     requested_output_tokens: int | None = None
+    turn: int | None = Field(
+        None, description="multi_turn / doc_qa: the request's turn or round (0: a cache miss)."
+    )
     token_chunks: int = Field(0, description="Streamed chunks that carried text.")
     empty_chunks: int = Field(0, description="Streamed chunks with choices but no text.")
 

@@ -10,7 +10,7 @@ from typing import Literal
 import numpy as np
 
 from pocforge.bench.config import BenchError, SweepConfig
-from pocforge.bench.datasets import build_requests
+from pocforge.bench.datasets import FIXED_SETS, build_requests
 from pocforge.bench.environment import check_server
 from pocforge.bench.load import LoadSpec, run_load
 from pocforge.bench.promscrape import Scraper, server_metrics
@@ -129,10 +129,16 @@ async def run_repeat(
     )
     if cfg.dataset.kind == "trace":
         reqs = build_requests(ds, cfg.num_prompts or 0, tok)
+        warm, main_reqs = reqs[: cfg.warmup], reqs
+    elif cfg.dataset.kind in FIXED_SETS:
+        # conversations or documents of their own for the warm-up: sharing the measured
+        # ones would cache their first turn before it is timed
+        main_reqs = build_requests(ds, 0, tok)
+        other = ds.model_copy(update={"seed": ds.seed + 1})
+        warm = build_requests(other, 0, tok)[: cfg.warmup] if cfg.warmup else []
     else:
         reqs = build_requests(ds, n + cfg.warmup, tok)
-    warm = reqs[n:] if cfg.warmup and cfg.dataset.kind != "trace" else reqs[: cfg.warmup]
-    main_reqs = reqs[:n] if cfg.dataset.kind != "trace" else reqs
+        warm, main_reqs = reqs[n:], reqs[:n]
     load = LoadSpec(
         mode=cfg.mode,
         value=value,

@@ -13,7 +13,17 @@ import numpy as np
 from pocforge.bench.records import RequestRecord
 from pocforge.stats import describe
 
-DISTRIBUTION_METRICS = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms", "interactivity")
+DISTRIBUTION_METRICS = (
+    "ttft_ms",
+    "tpot_ms",
+    "itl_ms",
+    "e2el_ms",
+    "interactivity",
+    "ttft_first_turn_ms",
+    "ttft_later_turns_ms",
+)
+# Only for workloads whose requests have turns (multi_turn, doc_qa).
+TURN_METRICS = ("ttft_first_turn_ms", "ttft_later_turns_ms")
 SCALAR_METRICS = (
     "request_throughput",
     "output_throughput",
@@ -28,11 +38,16 @@ def samples(records: Sequence[RequestRecord], metric: str) -> np.ndarray:
     """Per-request samples of a distribution metric over the successful records.
 
     ``itl_ms`` pools every gap of every request; ``tpot_ms`` and ``interactivity`` skip
-    requests with fewer than two output tokens (their TPOT is undefined).
+    requests with fewer than two output tokens (their TPOT is undefined); the turn metrics
+    take the TTFT of turn 0 (nothing cached yet) or of the later turns.
     """
     ok = [r for r in records if r.success]
     if metric == "ttft_ms":
         vals = [r.ttft_ms for r in ok]
+    elif metric == "ttft_first_turn_ms":
+        vals = [r.ttft_ms for r in ok if r.turn == 0]
+    elif metric == "ttft_later_turns_ms":
+        vals = [r.ttft_ms for r in ok if r.turn is not None and r.turn > 0]
     elif metric == "e2el_ms":
         vals = [r.e2el_ms for r in ok]
     elif metric == "tpot_ms":
@@ -82,7 +97,10 @@ def run_metrics(
     """All serving metrics of one run: distributions described, scalars as numbers."""
     ok = [r for r in records if r.success]
     out: dict[str, dict[str, float | None] | float | None] = {}
+    turns = any(r.turn is not None for r in records)
     for m in DISTRIBUTION_METRICS:
+        if m in TURN_METRICS and not turns:
+            continue
         out[m] = describe(samples(records, m))
     dur = duration_s if duration_s > 0 else float("nan")
     out_tok = sum(r.output_tokens or 0 for r in ok)

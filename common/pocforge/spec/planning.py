@@ -138,6 +138,19 @@ def _lengths_of(workload: Workload) -> tuple[Lengths | None, Lengths | None]:
     if kind == "sharegpt":
         prompt = Lengths(mean=data.max_isl, max=data.max_isl) if data.max_isl else None
         return prompt, data.osl
+    if kind == "multi_turn":  # the last turn: system, every earlier turn, a question
+        turn = data.question_len.mean + data.answer_len.mean
+        mean = data.system_prompt_len + (data.turns - 1) * turn + data.question_len.mean
+        top = (data.question_len.max or data.question_len.mean) + (
+            data.answer_len.max or data.answer_len.mean
+        )
+        longest = data.system_prompt_len + (data.turns - 1) * top + top
+        return Lengths(mean=mean, max=longest), data.osl
+    if kind == "doc_qa":
+        question = data.question_len
+        return Lengths(
+            mean=data.doc_len + question.mean, max=data.doc_len + (question.max or question.mean)
+        ), data.osl
     return None, None
 
 

@@ -445,6 +445,35 @@ def hosts_match_nodes(spec: PocSpec) -> Iterator[Finding]:
             yield (("cluster", "hosts", index, "name"), f"host {name!r} is listed twice")
 
 
+def turns_follow_their_predecessors(spec: PocSpec) -> Iterator[Finding]:
+    """A multi_turn or doc_qa workload is sent turn-major; only with at least as many users
+    (documents) as requests in flight has each turn's predecessor finished when it is sent,
+    so its history is there to reuse."""
+    if spec.serving is None:
+        return
+    for n, workload in enumerate(spec.serving.workloads):
+        data = workload.dataset
+        if data.kind not in ("multi_turn", "doc_qa"):
+            continue
+        count = data.users if data.kind == "multi_turn" else data.documents
+        rounds = data.turns if data.kind == "multi_turn" else data.questions
+        if workload.num_prompts != count * rounds:
+            yield (
+                ("serving", "workloads", n, "num_prompts"),
+                f"the {data.kind} dataset sends {count} × {rounds} = {count * rounds} requests "
+                f"per repeat; set num_prompts to {count * rounds}",
+            )
+        widest = max(workload.load.concurrency or [workload.load.max_concurrency or 0])
+        if widest > count:
+            what = "users" if data.kind == "multi_turn" else "documents"
+            yield (
+                ("serving", "workloads", n, "dataset", what),
+                f"{count} {what} but up to {widest} requests in flight: a turn would be sent "
+                f"before its predecessor finished; raise {what} to at least {widest} or lower "
+                "the concurrency",
+            )
+
+
 def workload_names_unique(spec: PocSpec) -> Iterator[Finding]:
     if spec.serving is None:
         return
@@ -587,6 +616,7 @@ RULES: list[Rule] = [
     competitors_are_comparable,
     gates_have_something_to_check,
     hosts_match_nodes,
+    turns_follow_their_predecessors,
     workload_names_unique,
     criteria_are_produced,
     *disagg_rules.RULES,

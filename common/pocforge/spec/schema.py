@@ -273,8 +273,49 @@ class TraceDataset(Strict):
     )
 
 
+class MultiTurnDataset(Strict):
+    """Conversations that grow turn by turn, as LMCache's multi-round QA benchmark: each
+    user's turn ``t`` is the shared system prompt, the user's previous questions and
+    answers, and a new question. Sent turn by turn over all users (every user's turn 0,
+    then every turn 1, ...), so with ``users`` ≥ the concurrency each turn leaves only
+    after the same user's previous one finished; turn 0 finds nothing cached."""
+
+    kind: Literal["multi_turn"] = Field(
+        description="Multi-turn chat with a growing history (KV-cache reuse)."
+    )
+    users: int = Field(ge=1, description="Conversations.")
+    turns: int = Field(ge=2, description="Turns per conversation.")
+    system_prompt_len: int = Field(
+        0, ge=0, description="Tokens of the system prompt every conversation shares."
+    )
+    question_len: TokenCount = Field(description="Tokens of each new question.")
+    answer_len: TokenCount = Field(
+        description="Tokens of each earlier answer as it appears in the history (synthetic "
+        "text of that length, not the model's own answer)."
+    )
+    osl: TokenCount = Field(description="Output tokens asked for at each turn.")
+
+
+class DocQaDataset(Strict):
+    """Long-document QA with repeats: ``questions`` rounds over the same documents, round
+    ``q`` asking each document's ``q``-th question; round 0 is the cache miss, the later
+    rounds can reuse each document's KV."""
+
+    kind: Literal["doc_qa"] = Field(description="Questions on long documents, asked in rounds.")
+    documents: int = Field(ge=1, description="Distinct documents.")
+    doc_len: int = Field(ge=1, description="Tokens per document.")
+    questions: int = Field(ge=2, description="Questions per document (rounds).")
+    question_len: TokenCount = Field(description="Tokens per question.")
+    osl: TokenCount = Field(description="Output tokens per answer.")
+
+
 Dataset = Annotated[
-    RandomDataset | ShareGPTDataset | SharedPrefixDataset | TraceDataset,
+    RandomDataset
+    | ShareGPTDataset
+    | SharedPrefixDataset
+    | TraceDataset
+    | MultiTurnDataset
+    | DocQaDataset,
     Field(discriminator="kind"),
 ]
 
