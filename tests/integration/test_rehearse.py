@@ -359,3 +359,35 @@ def test_bringup_builds_a_framework_venv_with_the_kits_wheels_without_an_index(r
             (host.opt / "pocforge" / "venvs" / "probe" / "lib").glob("python3*/site-packages")
         )
         assert (site / "pocforge" / "frameworks" / "process.py").is_file()
+
+
+def test_a_disaggregated_pair_serves_across_the_two_nodes(rehearsal):
+    """The 2-node P/D POC on the same nodes (this machine's environment): prefill and the
+    router on h1, decode on h2; decode's prompt tokens came from the KV prefill passed
+    through the run's shared folder, and the criteria pass."""
+    from pocforge.results.verdicts import judge_run, overall
+
+    pd = "tiny-llama-2node-fp32-cpu-vllm-pd"
+    root = rehearsal["store"].root.parent
+    shutil.copytree(REPO / "pocs" / pd, root / "pocs" / pd)
+    variant, nodes = rehearsal_target(
+        rehearsal["made"], root / "pocs" / pd / "poc.yaml", root / ".artifacts" / "pd", pd, "kit"
+    )
+    lines: list[str] = []
+    # the nodes were checked by the module's run: bring-up (idempotent) and serving only
+    only = ["bringup", "serving"]
+    run = run_poc(variant, nodes=nodes, store=rehearsal["store"], only=only, say=lines.append)
+    manifest = json.loads((run.path / "run.json").read_text())
+    assert manifest["status"] == "complete", lines
+    summary = json.loads((run.path / "serving" / "chat" / "summary.json").read_text())
+    assert summary["config"]["base_url"] == "http://198.51.100.11:8000"  # the router, on h1
+    (point,) = summary["points"]
+    (repeat,) = point["repeats"]
+    delta = repeat["server"]["delta"]
+    pools = {
+        pool: delta.get(f'vllm:prompt_tokens_by_source_total{{pocforge_pool="{pool}"}}', 0)
+        for pool in ("prefill", "decode")
+    }
+    assert pools["prefill"] > 0 and pools["decode"] > 0, pools  # each node served its part
+    assert repeat["metrics"]["kv_transfer_share"] > 0.9
+    assert overall(judge_run(run)) == "pass"

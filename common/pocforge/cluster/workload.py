@@ -88,6 +88,8 @@ def workload_vars(
         "workload_timeout_s": int(timeout_s),
     }
     if kind == "serve":
+        # a node's last server in start order: a disaggregated deployment's router, which
+        # answers only once every instance does, on the node it shares with prefill
         out["workload_health_urls"] = {
             rank: one["health_url"]
             for rank, launches in plans.items()

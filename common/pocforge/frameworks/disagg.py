@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from pocforge.catalog import gpu
 from pocforge.frameworks.base import LaunchContext, NodeLaunch, node_hosts
 from pocforge.spec import PocSpec
 from pocforge.spec.disagg import Disaggregation, Placement, place
@@ -141,16 +142,19 @@ def _connection_args(spec: PocSpec, where: Placement) -> dict[str, object]:
 
 
 def _devices(spec: PocSpec, where: Placement) -> dict[str, str]:
-    """The instance's own GPUs (cores on ``cpu``) when it shares its node."""
+    """The instance's own GPUs when it shares its node; on ``cpu`` its own cores (a "GPU"
+    is a core: a cpu cluster is this machine's, so the nodes' cores are counted across
+    nodes, as the vLLM adapter's data-parallel ranks are)."""
     per_node = spec.cluster.gpus_per_node
+    if spec.cluster.gpu == "cpu":
+        first = where.nodes[0] * per_node + where.first_gpu
+        # vLLM's CPU worker binds OpenMP threads to this list ("0,1" or "0-1" syntax)
+        return {
+            "VLLM_CPU_OMP_THREADS_BIND": ",".join(str(c) for c in range(first, first + where.gpus))
+        }
     if where.gpus >= per_node:
         return {}
     ids = ",".join(str(i) for i in range(where.first_gpu, where.first_gpu + where.gpus))
-    if spec.cluster.gpu == "cpu":
-        # vLLM's CPU worker binds OpenMP threads to this list ("0,1" or "0-1" syntax).
-        return {"VLLM_CPU_OMP_THREADS_BIND": ids}
-    from pocforge.catalog import gpu
-
     return {VISIBLE[gpu(spec.cluster.gpu).vendor]: ids}
 
 
