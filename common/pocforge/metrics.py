@@ -158,6 +158,14 @@ _SERVING = [
         better="lower",
     ),
     Metric(
+        "kv_transfer_mb_per_request",
+        "serving",
+        "MB",
+        "Disaggregated with NIXL: KV bytes one request's transfer moved from prefill to "
+        "decode (vLLM's nixl_bytes_transferred, sum / count) / 10^6.",
+        better="lower",
+    ),
+    Metric(
         "prefill_ms",
         "serving",
         "ms",
@@ -287,6 +295,71 @@ _COLLECTIVES = [
         "wrong", "collectives", "count", "Elements with wrong results (#wrong).", better="lower"
     ),
 ]
+# The expert-parallel dispatch/combine benchmarks (DeepEP's tests, ROCm/DeepEP's, MoRI's),
+# judged as ``collectives.ep_<phase>[_fp8|_bf16].<name>`` (EpAllToAllResult.verdict_metrics:
+# each output's best tuned config or round, then its slowest rank); every output of the run
+# that prints the number counts and the worst decides. The numbers keep the tools' own
+# definitions (results/schema.py, EpAllToAllResult).
+_EP_ALLTOALL = [
+    Metric(
+        "rdma_gbs",
+        "collectives",
+        "GB/s",
+        "Dispatch/combine across nodes (DeepEP tests/test_internode.py, MoRI's internode "
+        "test): (token, destination node) pairs, the local node included, × hidden × bytes "
+        "per element / the phase's time; an algorithm figure, the wire carries (nodes-1)/nodes "
+        "of it.",
+        needs_gpu=True,
+    ),
+    Metric(
+        "nvl_gbs",
+        "collectives",
+        "GB/s",
+        "DeepEP's NVL figure (test_intranode.py, test_internode.py): bytes a rank received "
+        "(2 per BF16 element; FP8 with its scales) / the phase's time; ROCm/DeepEP prints its "
+        "XGMI figure under the same label.",
+        needs_gpu=True,
+    ),
+    Metric(
+        "xgmi_gbs",
+        "collectives",
+        "GB/s",
+        "MoRI's XGMI figure: tokens a rank received × hidden × element size / the phase's "
+        "CUDA-event time, a round's mean over ranks (across nodes: its Best row).",
+        needs_gpu=True,
+    ),
+    Metric(
+        "ll_gbs",
+        "collectives",
+        "GB/s",
+        "MoRI's LL figure: the XGMI figure × max tokens × top-k / tokens received, every "
+        "(token, expert) copy counted as low-latency kernels move them.",
+        needs_gpu=True,
+    ),
+    Metric(
+        "total_gbs",
+        "collectives",
+        "GB/s",
+        "DeepEP low latency (tests/test_low_latency.py): the bytes of every (token, top-k "
+        "expert) copy (FP8 dispatch: hidden + hidden/128 × 4 + 16; BF16 combine) / the "
+        "phase's time, whatever link carried them.",
+        needs_gpu=True,
+    ),
+    Metric(
+        "latency_us",
+        "collectives",
+        "µs",
+        "The phase's time as the benchmark prints it: DeepEP's mean over its bench "
+        "iterations (CUDA events around the call, or the kernel's Kineto time across nodes "
+        "and for low-latency phases), MoRI's rank-mean time of a round or its Best row.",
+        better="lower",
+        needs_gpu=True,
+    ),
+]
+_COLLECTIVES += _EP_ALLTOALL
+# The collectives metrics that name a dispatch/combine phase (``collectives.ep_dispatch.…``);
+# the others name an nccl-tests collective (``collectives.all_reduce.…``).
+EP_ALLTOALL_METRICS: frozenset[str] = frozenset(m.name for m in _EP_ALLTOALL)
 
 # The parity gate (pocforge.quality.parity); accuracy metrics are whatever the task's
 # lm-eval YAML reports (accuracy.<task>.<metric>), so they are not listed here.

@@ -57,3 +57,24 @@ def test_an_impossible_tpot_says_why():
     p = plan(tpot_ms=1)
     assert p.gpus == 0
     assert p.why and "TPOT 1 ms" in p.why
+
+
+def test_a_given_split_is_predicted_at_a_point():
+    """The spec's own split (``predict_disaggregated``): decode's TPOT is its decode step
+    alone; doubling the decode instances at a concurrency that fills one lowers TPOT; the
+    KV crossing the NIC takes longer than over NVLink; the GPUs are both pools'."""
+    from pocforge.plan import ServingPoint
+    from pocforge.plan.disagg import predict_disaggregated
+
+    point = ServingPoint(4096, 512, 64)
+    one = predict_disaggregated(TP4, 1, TP4, 1, point, across_nodes=False)
+    two = predict_disaggregated(TP4, 1, TP4, 2, point, across_nodes=False)
+    far = predict_disaggregated(TP4, 1, TP4, 1, point, across_nodes=True)
+    step, _ = TP4.decode_step(64, 4096 + 256)
+    assert one.fits and one.tpot_ms == pytest.approx(step * 1e3)
+    assert two.tpot_ms < one.tpot_ms and (one.gpus, two.gpus) == (8, 12)
+    assert far.transfer_ms > one.transfer_ms > 0
+    assert one.kv_bytes_per_request == pytest.approx(
+        TP4.shape.request_kv_bytes(4096, 2.0)  # bf16 KV of the prompt
+    )
+    assert one.ttft_ms >= one.prefill_ms + one.transfer_ms

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pocforge.metrics import METRICS, Metric, judgeable
+from pocforge.metrics import EP_ALLTOALL_METRICS, METRICS, Metric, judgeable
 from pocforge.results.verdicts import judge_run, overall
 from pocforge.spec import load_poc
 from pocforge.spec.schema import AcceptanceSpec
@@ -108,6 +108,7 @@ def full_run(store, tmp_path):
         stage.add_tree(sweep, "chat")
         # the real sweep through the kit's P/D router: the metrics from servers' counters
         stage.add_tree(DATA / "pocforge-sweep-pd", "pd")
+        stage.add_tree(DATA / "pocforge-sweep-pd-nixl", "nixl")  # NIXL's bytes per transfer
         # a real multi-turn sweep: the TTFT of turn 0 and of the later turns
         stage.add_tree(DATA / "pocforge-sweep-multiturn", "mt")
     steps = [TrainingStep(step=i, loss=8.0 - 0.5 * i + 0.01 * (i % 2)) for i in range(8)]
@@ -144,8 +145,29 @@ def full_run(store, tmp_path):
     with run.stage("kernels") as stage:
         stage.write_json("results.json", kernels)
     collectives_stage(run, collective_references("MI300X", "roce-400g"))
+    # real DeepEP / MoRI outputs between them print every expert-parallel metric
+    for name in (INTRANODE, MORI_INTERNODE, LOW_LATENCY):
+        ep_alltoall(run, name)
     run.finish()
     return run
+
+
+EP = Path(__file__).resolve().parents[1] / "data" / "ep"  # real outputs, tests/data/README.md
+INTRANODE = "deepep_intranode_h200_p5en_8gpu.txt"  # nvl_gbs
+INTERNODE = "deepep_internode_2node_16gpu_roce.txt"  # rdma_gbs, nvl_gbs
+MORI_INTERNODE = "mori_internode_mi355x_2node.txt"  # rdma_gbs, xgmi_gbs, ll_gbs
+LOW_LATENCY = "deepep_low_latency_2node_node1_8gpu.txt"  # total_gbs
+
+
+def ep_alltoall(run, name: str, host: str | None = None):
+    """A real DeepEP / MoRI output through the importer, stored as the collectives stage
+    stores it (``collectives/<result.collective>.json``)."""
+    from pocforge.results.importers.deepep import parse_text
+
+    result = parse_text((EP / name).read_text(encoding="utf-8"), name)
+    result = result.model_copy(update={"host": host})
+    run.write_json(f"collectives/{result.collective}.json", result, stage="collectives")
+    return result
 
 
 def _parity(**changes):
@@ -227,7 +249,6 @@ def _judgeable_paths() -> list[tuple[Metric, str]]:
         "parity": "parity.",
     }
     from pocforge.bench.promscrape import SERVER_METRICS
-
     from pocforge.bench.run_metrics import TURN_METRICS
 
     def statistic(m: Metric) -> str:
@@ -238,6 +259,10 @@ def _judgeable_paths() -> list[tuple[Metric, str]]:
     def section(m: Metric) -> str:
         if m.name in TURN_METRICS:
             return "serving.mt."
+        if m.name == "kv_transfer_mb_per_request":
+            return "serving.nixl."
+        if m.name in EP_ALLTOALL_METRICS:
+            return "collectives.ep_dispatch."
         return "serving.pd." if m.name in SERVER_METRICS else prefix[m.section]
 
     return [
@@ -266,7 +291,7 @@ def test_pct_reference_is_judged_against_the_stored_reference(full_run) -> None:
     run's busbw at its largest message over it (MI300X intra-node all_reduce, 315.9 GB/s)."""
     from pocforge.results.schema import CollectiveResult, load_document
 
-    (file,) = (full_run.path / "collectives").glob("*.json")
+    (file,) = (full_run.path / "collectives").glob("*-intra_node.json")
     stored = load_document(file, CollectiveResult)
     assert (stored.scope, stored.host, stored.reference_busbw_gbs) == ("intra_node", "h1", 315.9)
     largest = max(stored.rows, key=lambda r: r.bytes)

@@ -269,6 +269,18 @@ def test_workload_names_unique(load, good):
         ("training.mfu >= 0.3", "the spec has no training section"),
         ("kernels.fused_moe.pct_roofline >= 60", "kernel 'fused_moe' is not in kernels.ops"),
         ("collectives.broadcast.busbw_gbs >= 1", "write collectives.<collective>.<metric>"),
+        ("collectives.ep_gather.rdma_gbs >= 1", "or an expert-parallel phase of ep_dispatch"),
+        (
+            "collectives.all_reduce.rdma_gbs >= 1",
+            "rdma_gbs is not a metric of an nccl-tests collective (allowed: busbw_gbs, "
+            "pct_reference, wrong)",
+        ),
+        (
+            "collectives.ep_dispatch.busbw_gbs >= 1",
+            "busbw_gbs is not a metric of an expert-parallel phase (allowed: rdma_gbs, nvl_gbs, "
+            "xgmi_gbs, ll_gbs, total_gbs, latency_us)",
+        ),
+        ("collectives.ep_combine.latency_us.p99 <= 1", "latency_us is a single number per run"),
         (
             "latency.p99 <= 1",
             "a metric path starts with serving, training, kernels, collectives, accuracy or parity",
@@ -290,6 +302,37 @@ def test_criteria_accept_p99_9_and_the_mapping_form(load, good):
     criteria = load(good).acceptance.criteria
     assert criteria[0].parts == ["serving", "chat", "itl_ms", "p99.9"]
     assert str(criteria[1]) == "serving.chat.goodput >= 2" and criteria[1].confidence == 0.9
+
+
+def test_expert_parallel_criteria_validate(load, good):
+    """DeepEP / MoRI phases, with their precision variants, take the EP metrics."""
+    good["acceptance"]["criteria"] = [
+        "collectives.ep_dispatch.rdma_gbs >= 40",
+        "collectives.ep_dispatch_fp8.nvl_gbs >= 150",
+        "collectives.ep_combine_bf16.xgmi_gbs >= 200",
+        "collectives.ep_dispatch_combine.total_gbs >= 10",
+        "collectives.ep_combine.latency_us <= 2000",
+    ]
+    criteria = load(good).acceptance.criteria
+    assert [c.parts[1] for c in criteria] == [
+        "ep_dispatch",
+        "ep_dispatch_fp8",
+        "ep_combine_bf16",
+        "ep_dispatch_combine",
+        "ep_combine",
+    ]
+
+
+def test_expert_parallel_criteria_need_a_gpu(load, good):
+    """DeepEP and MoRI run on GPUs only: a `cpu` cluster never prints these numbers."""
+    good["cluster"] = {"gpu": "cpu", "gpus_per_node": 1}
+    good["serving"]["parallelism"] = {"tp": 1}
+    good["acceptance"]["criteria"] = ["collectives.ep_dispatch.rdma_gbs >= 40"]
+    (msg,) = messages(load, good)
+    assert (
+        "ep_dispatch.rdma_gbs: rdma_gbs is measured on a GPU only (DeepEP and MoRI run on GPUs "
+        "only)" in msg
+    ), msg
 
 
 def test_unknown_gpu_lists_the_catalog(load, good):

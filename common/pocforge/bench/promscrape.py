@@ -96,6 +96,11 @@ DERIVED = {
         "Requests whose prefill or decode answer failed at the kit's P/D router.",
         (("pocforge_router:transfer_failures_total", None),),
     ),
+    "nixl_bytes_per_transfer": Derived(
+        "Bytes of KV one NIXL transfer moved, on average (vLLM's NixlConnector histogram "
+        "nixl_bytes_transferred: sum / count; one transfer per request).",
+        _means("vllm:nixl_bytes_transferred"),
+    ),
     "nixl_failed_transfers": Derived(
         "KV transfers NIXL reported as failed (vLLM's NixlConnector).",
         (("vllm:nixl_num_failed_transfers_total", None),),
@@ -144,6 +149,7 @@ SERVER_METRICS = {
     "kv_transfer_failures": ("kv_transfer_failures", 1.0),
     "prefill_ms": ("router_prefill_mean_s", 1000.0),
     "transfer_decode_ms": ("router_decode_first_byte_mean_s", 1000.0),
+    "kv_transfer_mb_per_request": ("nixl_bytes_per_transfer", 1e-6),
 }
 
 

@@ -76,11 +76,14 @@ def _print_plan(doc: dict) -> None:
     serving = doc.get("serving")
     if serving:
         mem = serving["memory"]
-        console.print(
-            f"serving ({serving['framework']}, {serving['precision']}, the spec's layout "
-            f"{serving['layout']}): weights {mem['weights_gb']} GB, KV cache {mem['kv_cache_gb']} GB "
-            f"per GPU = {mem['kv_tokens']} tokens"
-        )
+        pools = mem if "weights_gb" not in mem else {"": mem}  # disaggregated: per pool
+        for role, one in pools.items():
+            console.print(
+                f"serving ({serving['framework']}, {serving['precision']}, the spec's layout "
+                f"{serving['layout']}){f' {role} instance' if role else ''}: weights "
+                f"{one['weights_gb']} GB, KV cache {one['kv_cache_gb']} GB per GPU = "
+                f"{one['kv_tokens']} tokens"
+            )
         for w in serving["workloads"]:
             own = Table(
                 "concurrency",

@@ -9,7 +9,8 @@ Layout of ``<run_dir>/cluster/``::
 
 ``run_playbook_stage`` runs a playbook as a stage of a results-store run (``RunStore().create(spec)``)
 and writes the documents the dashboard reads: ``cluster/health.json``, one
-``collectives/*.json`` per collective run, and the hosts' facts in ``provenance.json``.
+``collectives/*.json`` per collective run (and per node's expert-parallel benchmark run),
+and the hosts' facts in ``provenance.json``.
 """
 
 from __future__ import annotations
@@ -27,7 +28,12 @@ from pocforge import atomic
 from pocforge.cluster.events import ClusterResult, EventCollector
 from pocforge.cluster.expectations import ClusterExpectations
 from pocforge.cluster.known_hosts import explain, fingerprints
-from pocforge.cluster.records import write_collectives, write_health, write_provenance
+from pocforge.cluster.records import (
+    write_collectives,
+    write_ep_alltoall,
+    write_health,
+    write_provenance,
+)
 from pocforge.paths import playbooks_dir
 
 PLAYBOOKS = {
@@ -141,6 +147,7 @@ def run_playbook_stage(
             # the stored reference is exactly the one the playbook judged against
             reference = expectations.collective_reference if expectations else None
             write_collectives(stage, result, reference)
+            write_ep_alltoall(stage, result)  # before the health matrix: it adds failed runs
         if any(host.checks for host in result.hosts.values()):
             write_health(run, result, name)
         write_provenance(run, result)

@@ -21,9 +21,10 @@ FACT_KEYS = (
     "model_staging_data",
     "preflight_pcie_data",
 )
-# Facts that carry a role's raw measurements (collectives: each run's stdout); kept on the
-# host for the driver's result files, not in the facts saved for provenance.
-OUTPUT_KEYS = ("collectives_runs",)
+# Facts that carry a role's raw measurements (collectives: each nccl-tests run's stdout, and
+# each expert-parallel benchmark's); kept on the host for the driver's result files, not in
+# the facts saved for provenance.
+OUTPUT_KEYS = ("collectives_runs", "collectives_ep_runs")
 SETUP_KEYS = (
     "hostname",
     "fqdn",

@@ -7,6 +7,8 @@
   raw output the collectives role kept, with the raw text beside it under ``raw/``, and
   the platform's reference busbw for its op and scope, so ``pct_reference`` can be judged
   from the run folder alone;
+- ``collectives/ep_alltoall-<benchmark>-<host>.json`` (``EpAllToAllResult``): each node's
+  output of each expert-parallel benchmark (DeepEP's tests), its raw text under ``raw/``;
 - ``provenance.json`` gains one ``HostFacts`` (source ``ansible``) per host that reported.
 """
 
@@ -17,12 +19,14 @@ from typing import Any
 
 from pocforge.cluster.events import CheckRecord, ClusterResult
 from pocforge.cluster.references import spec_references
+from pocforge.results.importers import deepep
 from pocforge.results.importers.common import ResultImportError
 from pocforge.results.importers.nccl_tests import parse_text
 from pocforge.results.provenance import now
 from pocforge.results.schema import (
     ClusterHealth,
     CollectiveResult,
+    EpAllToAllResult,
     GpuInfo,
     HealthCheck,
     HostFacts,
@@ -131,6 +135,60 @@ def write_collectives(
             )
             stage.write_text(raw, text if text.endswith("\n") else text + "\n")
             stage.write_json(f"{key}.json", parsed)
+            written.append(parsed)
+    return written
+
+
+def write_ep_alltoall(stage: Stage, result: ClusterResult) -> list[EpAllToAllResult]:
+    """One ``EpAllToAllResult`` per node and expert-parallel run that printed a result
+    (the role's ``collectives_ep_runs``), named for its benchmark and node; the raw text is
+    kept under ``raw/``. A run across nodes prints on every node, each its own ranks, so each
+    node's output is its own file (the judge takes the worst).
+
+    A run that did not exit 0 is the role's failed check ``ep_<name>_run`` (added here when
+    the role did not record it); a run that exited 0 without a result line DeepEP or MoRI
+    prints becomes the failed check ``ep_<name>_result`` with the importer's one line. Both
+    reach the health matrix (``write_health`` runs after this)."""
+    written: list[EpAllToAllResult] = []
+    files: set[str] = set()
+    for name, host in result.hosts.items():
+        for run in host.outputs.get("collectives_ep_runs") or []:
+            label = str(run.get("name") or run.get("script") or "run")
+            text = run.get("stdout") or ""
+            rc = run.get("rc")
+            if rc != 0:
+                check = f"ep_{label}_run"
+                ended = f"exited {rc}" if rc is not None else "ended without an exit status"
+                if check not in host.checks:
+                    host.checks[check] = CheckRecord(
+                        host=name,
+                        check=check,
+                        status="fail",
+                        measured="no exit status" if rc is None else rc,
+                        threshold=0,
+                        message=f"{check}: {run.get('script') or label} {ended}",
+                    )
+                continue
+            raw = f"raw/ep_{label}-{name}.txt"
+            stage.write_text(raw, text if text.endswith("\n") else text + "\n")
+            try:
+                parsed = deepep.parse_text(text, f"collectives/{raw}")
+            except ResultImportError as exc:
+                check = f"ep_{label}_result"
+                host.checks[check] = CheckRecord(
+                    host=name,
+                    check=check,
+                    status="fail",
+                    measured="no result",
+                    threshold="DeepEP / MoRI result lines",
+                    message=f"{check}: {exc}",
+                )
+                continue
+            parsed = parsed.model_copy(update={"host": name})
+            file = parsed.collective  # two runs of one benchmark: the second named for its run
+            file = f"{file}-{label}" if file in files else file
+            files.add(file)
+            stage.write_json(f"{file}.json", parsed)
             written.append(parsed)
     return written
 

@@ -10,14 +10,22 @@ rates; among small integer ratios the one with the most output tokens/s per GPU 
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 from pocforge.plan.layout import KV_BYTES
-from pocforge.plan.serving import Serving, doubling
+from pocforge.plan.serving import Serving, ServingPoint, doubling
+
+
+class _Rounded:
+    """``as_dict()`` of a result dataclass, its floats to 3 decimals."""
+
+    def as_dict(self) -> dict:
+        return {k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(self).items()}
 
 
 @dataclass
-class DisaggPlan:
+class DisaggPlan(_Rounded):
     prefill_instances: int
     decode_instances: int
     gpus: int
@@ -28,9 +36,6 @@ class DisaggPlan:
     kv_bytes_per_request: float
     kv_transfer_ms: float
     why: str | None = None
-
-    def as_dict(self) -> dict:
-        return {k: round(v, 3) if isinstance(v, float) else v for k, v in asdict(self).items()}
 
 
 def plan_disaggregated(
@@ -93,3 +98,80 @@ def plan_disaggregated(
                 )
     assert best is not None
     return best
+
+
+# A spec's own split predicted at each sweep point (``pocforge plan`` on a disaggregated POC).
+PREDICT_ASSUMPTIONS = (
+    "disaggregated: decode instances decode only (TPOT is the decode step); prefill queues "
+    "as M/D/1; the prompt's KV crosses once per request; requests spread evenly",
+)
+
+
+@dataclass(frozen=True)
+class DisaggPrediction(_Rounded):
+    ratio: str  # "P:D", instances
+    gpus: int
+    fits: bool
+    ttft_ms: float
+    prefill_ms: float
+    transfer_ms: float
+    tpot_ms: float
+    output_tput_per_gpu: float
+    kv_bytes_per_request: float
+    why: str | None = None
+
+
+def predict_disaggregated(
+    prefill: Serving,
+    prefill_instances: int,
+    decode: Serving,
+    decode_instances: int,
+    point: ServingPoint,
+    across_nodes: bool,
+) -> DisaggPrediction:
+    """A given split at ``point``, for the spec's own pools: ``concurrency`` clients in a
+    closed loop; each decode instance holds ``concurrency / D`` sequences (within its KV
+    cache and batch limit) and its TPOT is its decode step; prompts queue at each prefill
+    instance (M/D/1) at the loop's rate over ``P``; the prompt's KV crosses once (the NIC
+    ``across_nodes``, else the scale-up link); TTFT = wait + prefill + transfer."""
+    gpus = prefill.layout.gpus * prefill_instances + decode.layout.gpus * decode_instances
+    ratio = f"{prefill_instances}:{decode_instances}"
+    kv = decode.shape.request_kv_bytes(point.isl, KV_BYTES[decode.kv_dtype])
+    longest = point.isl + point.osl
+    problems = [
+        f"one {role} instance ({model.layout.label()}) holds no request of {longest} tokens"
+        for role, model in (("prefill", prefill), ("decode", decode))
+        if model.memory.requests(longest) < 1
+    ]
+    if problems:
+        return DisaggPrediction(
+            ratio, gpus, False, 0.0, 0.0, 0.0, 0.0, 0.0, kv, "; ".join(problems)
+        )
+    share = math.ceil(point.concurrency / decode_instances)
+    running = max(1, min(share, decode.memory.requests(longest), decode.batch_limit))
+    tpot, _ = decode.decode_step(running, point.isl + point.osl / 2)
+    service = prefill.prefill_time(point.isl)
+    transfer = decode.device.send(kv, across_nodes)
+    rho = 0.0
+    for _ in range(50):
+        wait = service * rho / max(2 * (1 - rho), 0.1)
+        ttft = wait + service + transfer
+        rate = min(point.concurrency, running * decode_instances) / (ttft + point.osl * tpot)
+        new_rho = min(rate / prefill_instances * service / prefill.layout.attention_groups, 0.95)
+        if abs(new_rho - rho) < 1e-6:
+            break
+        rho = 0.5 * rho + 0.5 * new_rho
+    queued = point.concurrency - running * decode_instances
+    if queued > 0:  # clients beyond what decode holds wait for a running request
+        ttft += queued / rate
+    return DisaggPrediction(
+        ratio=ratio,
+        gpus=gpus,
+        fits=True,
+        ttft_ms=ttft * 1e3,
+        prefill_ms=(wait + service) * 1e3,
+        transfer_ms=transfer * 1e3,
+        tpot_ms=tpot * 1e3,
+        output_tput_per_gpu=rate * point.osl / gpus,
+        kv_bytes_per_request=kv,
+    )

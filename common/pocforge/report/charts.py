@@ -53,10 +53,13 @@ def pareto(
     slo_label: str | None = None,
     failing_points: Sequence[str] = (),
     _: Callable[[str], str] = ENGLISH,
+    ours: str | None = None,
+    title: str | None = None,
 ) -> go.Figure:
-    """Throughput per GPU vs interactivity: this run's points and front, others overlaid."""
+    """Throughput per GPU vs interactivity: this run's points and front (named ``ours``,
+    default "this run"), others overlaid; ``title`` replaces the default title."""
     fig = go.Figure()
-    series = [(_("this run"), result, gpus, OURS)] + [
+    series = [(ours or _("this run"), result, gpus, OURS)] + [
         (name, res, g, PALETTE[i % len(PALETTE)]) for i, (name, res, g) in enumerate(others)
     ]
     xs_all: list[float] = []
@@ -115,7 +118,7 @@ def pareto(
         )
     return _layout(
         fig,
-        _("Throughput vs interactivity — {workload}").format(workload=result.workload),
+        title or _("Throughput vs interactivity — {workload}").format(workload=result.workload),
         xaxis={
             "title": {"text": _("interactivity (output tokens/s per user)")},
             "rangemode": "tozero",
@@ -155,6 +158,71 @@ def latency_percentiles(result: ServingResult, _: Callable[[str], str] = ENGLISH
             )
     return _layout(
         fig, _("Latency percentiles per sweep point — {workload}").format(workload=result.workload)
+    )
+
+
+def ttft_split(
+    rows: Sequence[dict[str, Any]], workload: str, _: Callable[[str], str] = ENGLISH
+) -> go.Figure:
+    """Per sweep point, the P/D router's two steps of TTFT stacked (the prefill, then the
+    KV transfer and the first decode step; means over the requests) beside the client's
+    mean TTFT (:func:`pocforge.report.disagg.rows`)."""
+    ids = [r["id"] for r in rows]
+    fig = go.Figure()
+    for key, name, color in (
+        ("prefill_ms", _("prefill (router)"), PALETTE[0]),
+        ("transfer_decode_ms", _("KV transfer + first decode step (router)"), PALETTE[2]),
+    ):
+        if any(r[key] is not None for r in rows):
+            fig.add_trace(go.Bar(x=ids, y=[r[key] for r in rows], name=name, marker_color=color))
+    if any(r["ttft_mean"] is not None for r in rows):
+        fig.add_trace(
+            go.Scatter(
+                x=ids,
+                y=[r["ttft_mean"] for r in rows],
+                mode="markers",
+                marker={"color": OURS, "size": 12, "symbol": "diamond"},
+                name=_("client TTFT (mean)"),
+            )
+        )
+    return _layout(
+        fig,
+        _("TTFT split per sweep point — {workload}").format(workload=workload),
+        barmode="stack",
+        xaxis={"title": {"text": _("sweep point")}, "type": "category"},
+        yaxis={"title": {"text": _("mean time (ms)")}, "rangemode": "tozero"},
+    )
+
+
+def ttft_by_turn(
+    rows: Sequence[dict[str, Any]], workload: str, _: Callable[[str], str] = ENGLISH
+) -> go.Figure:
+    """Per sweep point, the TTFT of the first turn beside that of the later turns, p50 and
+    p90 (:func:`pocforge.report.kv_reuse.rows`)."""
+    ids = [r["id"] for r in rows]
+    fig = go.Figure()
+    for metric, name, color in (
+        ("ttft_first_turn_ms", _("first turn"), OURS),
+        ("ttft_later_turns_ms", _("later turns"), PALETTE[0]),
+    ):
+        for stat, opacity in (("p50", 1.0), ("p90", 0.45)):
+            ys = [r["turns"][metric][stat] for r in rows]
+            if all(y is None for y in ys):
+                continue
+            fig.add_trace(
+                go.Bar(
+                    x=ids,
+                    y=ys,
+                    name=f"{name} {stat}",
+                    marker={"color": color, "opacity": opacity},
+                )
+            )
+    return _layout(
+        fig,
+        _("TTFT of the first turn vs the later turns — {workload}").format(workload=workload),
+        barmode="group",
+        xaxis={"title": {"text": _("sweep point")}, "type": "category"},
+        yaxis={"title": {"text": "TTFT (ms)"}, "rangemode": "tozero"},
     )
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import jinja2
 
 from pocforge.messages import join
-from pocforge.report import charts, competitive, planner, watts
+from pocforge.report import charts, competitive, disagg, kv_reuse, planner, watts
 from pocforge.report.i18n import (
     LANGUAGES,
     NATIVE,
@@ -73,9 +73,19 @@ def _slos(spec: dict[str, Any] | None, workload: str) -> list[dict[str, Any]]:
     return []
 
 
+def _dataset(spec: dict[str, Any] | None, workload: str) -> Any:
+    for w in ((spec or {}).get("serving") or {}).get("workloads") or []:
+        if w.get("name") == workload:
+            return w.get("dataset")
+    return None
+
+
 def _gpus(spec: dict[str, Any] | None, result_gpus: int | None) -> int | None:
     if result_gpus:
         return result_gpus
+    pools = disagg.disaggregation(spec)
+    if pools is not None:
+        return pools.gpus
     serving = (spec or {}).get("serving") or {}
     par = serving.get("parallelism") or {}
     if par:
@@ -295,6 +305,19 @@ def build(
         energy = _watts_section(workload, result, _folder, _)
         if energy is not None:
             sections.append(energy)
+        split = _disagg_section(workload, result, gpus, spec, baselines, (min_inter, label), _)
+        if split is not None:
+            sections.append(split)
+            caveats += [
+                _("{workload} {point}: {n} requests failed at the P/D router").format(
+                    workload=workload, point=r["id"], n=r["kv_transfer_failures"]
+                )
+                for r in split.body["rows"]
+                if r["kv_transfer_failures"]
+            ]
+        reuse = _reuse_section(workload, result, _)
+        if reuse is not None:
+            sections.append(reuse)
 
     plan = read_plan(run_path)
     if plan is not None:
@@ -437,6 +460,129 @@ def _watts_section(
     return sec
 
 
+def _disagg_section(
+    workload: str,
+    result: Any,
+    gpus: int | None,
+    spec: dict[str, Any] | None,
+    baselines: list[RunData],
+    slo: tuple[float | None, str | None],
+    _: Callable[[str], str],
+) -> Section | None:
+    """The workload's "disaggregated serving" section (:mod:`pocforge.report.disagg`): the
+    pools, the TTFT split per point, and this run's curve labelled with its P:D ratio
+    beside each baseline of the same model on as many GPUs. None for an aggregated
+    deployment, or when no point has the router's figures."""
+    plan = disagg.disaggregation(spec)
+    rows = disagg.rows(result) if plan is not None else []
+    if plan is None or not rows:
+        return None
+    ours = disagg.label(plan, _)
+    model = disagg.model_name(spec, result)
+    others: list[tuple[str, Any, int | None]] = []
+    notes: list[str] = []  # baselines left out or to be read with care
+    for b in baselines:
+        found = b.serving.get(workload) or (
+            next(iter(b.serving.values())) if len(b.serving) == 1 else None
+        )
+        if found is None:
+            continue
+        theirs, run_id, bspec = found[0], b.run.manifest.run_id, b.run.manifest.spec
+        their_model, their_gpus = disagg.model_name(bspec, theirs), _gpus(bspec, theirs.gpus)
+        if their_model != model:
+            notes.append(
+                _("baseline {run_id} not drawn: it served {theirs}, this run {ours}").format(
+                    run_id=run_id, theirs=their_model or "?", ours=model or "?"
+                )
+            )
+        elif their_gpus != gpus:
+            notes.append(
+                _(
+                    "baseline {run_id} not drawn: its GPU count is {theirs}, this run's {ours}"
+                ).format(run_id=run_id, theirs=their_gpus or "?", ours=gpus or "?")
+            )
+        else:
+            name = _("baseline {run_id}: {deployment}").format(
+                run_id=run_id, deployment=disagg.deployment_label(bspec, _)
+            )
+            others.append((name, theirs, their_gpus))
+            if _dataset(bspec, theirs.workload) != _dataset(spec, workload):
+                notes.append(
+                    _(
+                        "baseline {run_id} sent other requests (its workload's dataset differs):"
+                        " the curves compare unlike work"
+                    ).format(run_id=run_id)
+                )
+    sec = Section(
+        id=f"disagg-{workload}",
+        title=_("Disaggregated serving — {workload}").format(workload=workload),
+        body={
+            "label": ours,
+            "gpus": plan.gpus,
+            "connector": plan.connector or plan.transfer_backend,
+            "pools": disagg.pools(plan),
+            "rows": rows,
+            "measured": disagg.measured(result),
+            "notes": notes,
+        },
+    )
+    min_inter, slo_label = slo
+    sec.charts.append(
+        Chart(
+            f"pd-pareto-{workload}",
+            _("Aggregated vs disaggregated"),
+            charts.to_json(
+                charts.pareto(
+                    result,
+                    gpus,
+                    others,
+                    min_inter,
+                    slo_label,
+                    _=_,
+                    ours=ours,
+                    title=_("Aggregated vs disaggregated — {workload}").format(workload=workload),
+                )
+            ),
+        )
+    )
+    if any(r["prefill_ms"] is not None or r["transfer_decode_ms"] is not None for r in rows):
+        sec.charts.append(
+            Chart(
+                f"ttft-split-{workload}",
+                _("TTFT split"),
+                charts.to_json(charts.ttft_split(rows, workload, _=_)),
+            )
+        )
+    return sec
+
+
+def _reuse_section(workload: str, result: Any, _: Callable[[str], str]) -> Section | None:
+    """The workload's "KV-cache reuse" section (:mod:`pocforge.report.kv_reuse`); None
+    when no point has a prefix-cache hit rate or a TTFT by turn."""
+    rows = kv_reuse.rows(result)
+    if not rows:
+        return None
+    turns = kv_reuse.has_turns(rows)
+    sec = Section(
+        id=f"reuse-{workload}",
+        title=_("KV-cache reuse — {workload}").format(workload=workload),
+        body={
+            "rows": rows,
+            "hit_rate": any(r["hit_rate"] is not None for r in rows),
+            "turns": turns,
+        },
+    )
+    if turns:
+        sec.charts.append(
+            Chart(
+                f"ttft-turns-{workload}",
+                _("TTFT by turn"),
+                charts.to_json(charts.ttft_by_turn(rows, workload, _=_)),
+            )
+        )
+    return sec
+
+
 def _words(_: Callable[[str], str]) -> dict[str, str]:
     """How the page names the kit's enumerated values (verdicts, changes, statuses, bounds);
     the values themselves stay English in CSS classes and ids."""
@@ -456,6 +602,8 @@ def _words(_: Callable[[str], str]) -> dict[str, str]:
         "skipped": _("skipped"),
         "memory": _("memory"),
         "compute": _("compute"),
+        "prefill": _("prefill"),
+        "decode": _("decode"),
     }
 
 

@@ -17,6 +17,7 @@ from pocforge.quality.sanity import SanityResult
 from pocforge.results.schema import (
     ClusterHealth,
     CollectiveResult,
+    EpAllToAllResult,
     KernelResults,
     Provenance,
     SchemaError,
@@ -34,6 +35,8 @@ class RunData:
     training: TrainingResult | None = None
     kernels: KernelResults | None = None
     collectives: list[CollectiveResult] = field(default_factory=list)
+    # collectives/ep_alltoall-*.json: DeepEP / MoRI dispatch-combine outputs
+    ep_alltoall: list[EpAllToAllResult] = field(default_factory=list)
     cluster: ClusterHealth | None = None
     provenance: Provenance | None = None
     sanity: SanityResult | None = None
@@ -63,6 +66,11 @@ class RunData:
         folder = root / "collectives"
         if folder.is_dir():
             for file in sorted(folder.glob("*.json")):
+                if file.name.startswith("ep_alltoall-"):
+                    found = data._one(file, EpAllToAllResult)
+                    if found is not None:
+                        data.ep_alltoall.append(found)
+                    continue
                 result = data._one(file, CollectiveResult)
                 if result is not None:
                     data.collectives.append(result)

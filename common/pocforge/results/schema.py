@@ -574,6 +574,11 @@ class EpAllToAllResult(Doc):
     tool: Literal["deepep", "mori"]
     benchmark: EpBenchmark
     source_file: str | None = None
+    host: str | None = Field(
+        None,
+        description="The node whose output this is (the cluster stage keeps one per node: a "
+        "run across nodes prints on every node, each its own ranks); None for an import.",
+    )
     ranks: int | None = Field(
         None,
         description="Ranks the output shows (distinct `[rank N]` of a low-latency run, the "
@@ -592,8 +597,9 @@ class EpAllToAllResult(Doc):
 
     @property
     def collective(self) -> str:
-        """Name in ``collectives/`` (the importers' collective-result file naming)."""
-        return f"ep_alltoall-{self.benchmark}"
+        """Name in ``collectives/`` (the importers' collective-result file naming):
+        ``ep_alltoall-<benchmark>``, ``ep_alltoall-<benchmark>-<host>`` for a node's output."""
+        return f"ep_alltoall-{self.benchmark}" + (f"-{self.host}" if self.host else "")
 
     def verdict_metrics(self) -> dict[str, float]:
         """``ep_<phase>.<link>_gbs`` and ``ep_<phase>.latency_us`` (phase ``dispatch``,

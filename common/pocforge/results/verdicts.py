@@ -28,9 +28,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from pocforge.messages import N_, Note, join
-from pocforge.metrics import judgeable, metric
+from pocforge.metrics import EP_ALLTOALL_METRICS, judgeable, metric
 from pocforge.results.schema import (
     CollectiveResult,
+    EpAllToAllResult,
     KernelResults,
     ServingPoint,
     ServingResult,
@@ -279,12 +280,16 @@ def _criterion(c: Any, pv: PointVerdict) -> CriterionVerdict:
 # --------------------------------------------------------------------------- other stages
 
 
-def _not_judgeable(c: Any, section: str, name: str) -> CriterionVerdict | None:
+def _not_judgeable(
+    c: Any, section: str, name: str, names: list[str] | None = None
+) -> CriterionVerdict | None:
     """Inconclusive, saying why, for a name the registry does not list as judgeable (the
-    spec rule refuses those, so only a hand-written or older spec gets here)."""
-    if name in judgeable(section):
+    spec rule refuses those, so only a hand-written or older spec gets here); ``names``: the
+    judgeable ones that apply (default: the section's)."""
+    names = judgeable(section) if names is None else names
+    if name in names:
         return None
-    allowed = ", ".join(judgeable(section))
+    allowed = ", ".join(names)
     template = N_("{name} is not a judgeable {section} metric ({allowed})")
     return _criterion(c, _none(None, template, name=name, section=section, allowed=allowed))
 
@@ -376,7 +381,8 @@ def _pct_reference(result: CollectiveResult) -> float | None:
 def _collectives(c: Any, results: list[CollectiveResult]) -> CriterionVerdict:
     coll = c.parts[1] if len(c.parts) > 1 else ""
     name = c.parts[2] if len(c.parts) > 2 else ""
-    if refused := _not_judgeable(c, "collectives", name):
+    nccl = [n for n in judgeable("collectives") if n not in EP_ALLTOALL_METRICS]
+    if refused := _not_judgeable(c, "collectives", name, nccl):
         return refused
     match = [r for r in results if r.collective == coll]
     if not match:
@@ -416,6 +422,50 @@ def _collectives(c: Any, results: list[CollectiveResult]) -> CriterionVerdict:
             method="point",
             n=n,
             notes=notes,
+        ),
+    )
+
+
+def _ep_alltoall(c: Any, results: list[EpAllToAllResult]) -> CriterionVerdict:
+    """``collectives.ep_<phase>.<metric>``: each DeepEP / MoRI output's
+    :meth:`~pocforge.results.schema.EpAllToAllResult.verdict_metrics` (its best tuned config
+    or round, then its slowest rank); where several outputs print the number (nodes, or
+    benchmarks: intranode and internode both print NVL), the worst decides. Point verdicts:
+    the tools print one mean per config, no spread."""
+    phase = c.parts[1] if len(c.parts) > 1 else ""
+    name = c.parts[2] if len(c.parts) > 2 else ""
+    ep = [n for n in judgeable("collectives") if n in EP_ALLTOALL_METRICS]
+    if refused := _not_judgeable(c, "collectives", name, ep):
+        return refused
+    if not results:
+        template = N_(
+            "no expert-parallel all-to-all result in the run (the collectives stage runs "
+            "DeepEP's tests when serving uses expert parallelism on GPUs; or import a DeepEP "
+            "or MoRI output)"
+        )
+        return _criterion(c, _none(None, template))
+    key = f"{phase}.{name}"
+    found = [(r, r.verdict_metrics()) for r in results]
+    values = [(r, m[key]) for r, m in found if key in m]
+    if not values:
+        printed = sorted({k for _, m in found for k in m})
+        template = N_("no DeepEP / MoRI output of the run reports {key} (they report: {keys})")
+        return _criterion(
+            c, _none(None, template, key=key, keys=", ".join(printed) or "nothing judgeable")
+        )
+    value = _worst(c.op, [v for _, v in values])
+    runs = ", ".join(f"{r.benchmark}{f' on {r.host}' if r.host else ''} {v:g}" for r, v in values)
+    return _criterion(
+        c,
+        PointVerdict(
+            point=None,
+            verdict=decide(c.op, c.threshold, value, value),
+            estimate=float(value),
+            method="point",
+            n=len(values),
+            notes=[
+                _note(N_("worst of {n} DeepEP / MoRI outputs ({runs})"), n=len(values), runs=runs)
+            ],
         ),
     )
 
@@ -498,6 +548,7 @@ def _parity(c: Any, result: Any) -> CriterionVerdict:
 def judge_run(run: Any, criteria: list[Any] | None = None) -> list[CriterionVerdict]:
     """Judge ``criteria`` (default: the run's spec's) on a run's stored results."""
     from pocforge.results.run_reader import RunData
+    from pocforge.spec.rules import EP_PHASES
 
     data = RunData.load(run)
     criteria = criteria_of(run.manifest.spec) if criteria is None else criteria
@@ -512,6 +563,8 @@ def judge_run(run: Any, criteria: list[Any] | None = None) -> list[CriterionVerd
             out.append(_training(c, data.training))
         elif section == "kernels":
             out.append(_kernels(c, data.kernels))
+        elif section == "collectives" and c.parts[1:2] and c.parts[1] in EP_PHASES:
+            out.append(_ep_alltoall(c, data.ep_alltoall))
         elif section == "collectives":
             out.append(_collectives(c, data.collectives))
         elif section == "accuracy":

@@ -2,7 +2,8 @@
 
 - ``bringup`` (bringup.yml) and ``preflight`` (preflight.yml): facts, GPU stack, NICs, the
   framework's runtime, weights; the acceptance checks per host into the health matrix;
-- ``collectives`` (collectives.yml): rccl-tests / nccl-tests across the nodes;
+- ``collectives`` (collectives.yml): rccl-tests / nccl-tests across the nodes, and DeepEP's
+  dispatch/combine tests for an expert-parallel deployment;
 - ``serving``: serve.yml starts every node's launches as planned here, in the deployment's
   runtime, and waits for health, then the serving benchmark runs *from this machine*
   against the entry node (the load generator never shares a node with the server), then
@@ -25,10 +26,12 @@ from pocforge.bench.from_spec import sweep_config
 from pocforge.bench.sweep import run_sweep
 from pocforge.cluster import expectations_from_spec, inventory_from_spec, run_playbook_stage
 from pocforge.cluster.driver import PLAYBOOKS
+from pocforge.cluster.ep_alltoall import ep_tests
 from pocforge.cluster.events import ClusterResult
 from pocforge.cluster.known_hosts import known_hosts_path, policy_vars
 from pocforge.cluster.workload import adopt_training, workload_vars
 from pocforge.frameworks.base import inventory_hosts, model_path
+from pocforge.frameworks.disagg import connector_of
 from pocforge.runner import gates
 from pocforge.runtimes.provision import kit_wheels, needs_kit_wheels
 from pocforge.spec import PocSpec
@@ -172,11 +175,14 @@ def _gloo_tests(folder: Path) -> Path:
     return folder
 
 
-def run_collectives(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
-    """collectives.yml: rccl-tests / nccl-tests on GPUs; on CPU nodes the kit's gloo
-    benchmark (``pocforge.cluster.gloo_perf``) with the same table and checks."""
-    expectations = expectations_from_spec(spec)
+def collectives_vars(spec: PocSpec, run, nodes: Nodes) -> dict:
+    """collectives.yml's variables for ``spec``: on CPU nodes the kit's gloo benchmark
+    behind nccl-tests' names; on GPUs with expert parallelism, DeepEP's dispatch/combine
+    tests at the model's shape (:func:`pocforge.cluster.ep_alltoall.ep_tests`)."""
     extravars = dict(nodes.extravars)
+    tests = ep_tests(spec)
+    if tests:
+        extravars = {"collectives_ep_tests": tests, **extravars}
     if spec.cluster.gpu == "cpu":
         hosts = inventory_hosts(nodes.inventory)
         env = {
@@ -191,12 +197,19 @@ def run_collectives(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
             **extravars,
             "collectives_env": env,
         }
+    return extravars
+
+
+def run_collectives(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
+    """collectives.yml: rccl-tests / nccl-tests on GPUs, and DeepEP's all-to-all tests for
+    an expert-parallel deployment; on CPU nodes the kit's gloo benchmark
+    (``pocforge.cluster.gloo_perf``) with the same table and checks."""
     result = run_playbook_stage(
         run,
         PLAYBOOKS["collectives"],
         nodes.inventory,
-        expectations,
-        extravars=extravars,
+        expectations_from_spec(spec),
+        extravars=collectives_vars(spec, run, nodes),
         limit=nodes.limit,
     )
     _require(result, "collectives")
@@ -244,6 +257,7 @@ def node_platform_env(spec: PocSpec, run, nodes: Nodes, deployment: str) -> dict
 
 def run_serving(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
     """Every node's rank up (serve.yml), the sweeps from here, then collect and teardown."""
+    spec = _shared_kv_in_run(spec, run)
     node_env = node_platform_env(spec, run, nodes, "serving")
     variables = {
         **workload_vars(spec, "serve", env=nodes.env, node_env=node_env),
@@ -290,6 +304,25 @@ def run_serving(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
             gates.parity_candidate(spec, base, stage.dir, say)
     finally:
         _collect_and_teardown(run, nodes, collected, say)
+
+
+def _shared_kv_in_run(spec: PocSpec, run) -> PocSpec:
+    """vLLM's ExampleConnector (cpu clusters only: the rehearsal) passes the KV through a
+    folder both pools see: the run's, which the rehearsal's nodes share with this machine
+    (their own /tmp is private)."""
+    disagg = spec.serving.disaggregation
+    if (
+        disagg is None
+        or spec.serving.framework != "vllm"
+        or connector_of(spec) != "ExampleConnector"
+    ):
+        return spec
+    folder = run.path / "serving" / "kv-shared"
+    folder.mkdir(parents=True, exist_ok=True)
+    changed = disagg.model_copy(update={"shared_storage_path": str(folder)})
+    return spec.model_copy(
+        update={"serving": spec.serving.model_copy(update={"disaggregation": changed})}
+    )
 
 
 def _collect_and_teardown(run, nodes: Nodes, collected: Path, say: Say) -> None:

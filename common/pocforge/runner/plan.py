@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
+from pocforge.frameworks.disagg import placements
 from pocforge.plan import ServingPoint, search_serving, search_training
+from pocforge.plan.disagg import PREDICT_ASSUMPTIONS as DISAGG_ASSUMPTIONS
+from pocforge.plan.disagg import predict_disaggregated
 from pocforge.plan.hardware import CALIBRATION
 from pocforge.plan.serving import ASSUMPTIONS as SERVING_ASSUMPTIONS
 from pocforge.plan.training import ASSUMPTIONS as TRAINING_ASSUMPTIONS
@@ -20,6 +23,7 @@ from pocforge.spec import PocSpec
 from pocforge.spec.planning import (
     device_of,
     facts_of,
+    pool_spec,
     serving_layout,
     serving_model,
     shape_of,
@@ -65,11 +69,14 @@ def plan_document(spec: PocSpec, gpus: int | None = None, top: int = 5) -> dict:
 def _serving(spec: PocSpec, shape, device, total: int, top: int) -> dict:
     serving = spec.serving
     assert serving is not None
-    own = serving_model(spec, shape)
+    pools = _pools(spec, shape) if serving.disaggregation is not None else None
+    own = pools["decode"][0] if pools else serving_model(spec, shape)
     workloads = []
     for workload in serving.workloads:
         wp = workload_points(spec, workload)
-        points = [{"concurrency": p.concurrency, **own.predict(p).as_dict()} for p in wp.points]
+        points = [
+            {"concurrency": p.concurrency, **_predict(own, pools, p, spec)} for p in wp.points
+        ]
         widest = max(wp.points, key=lambda p: p.concurrency)
         found = search_serving(
             shape,
@@ -94,16 +101,42 @@ def _serving(spec: PocSpec, shape, device, total: int, top: int) -> dict:
                 "launch": _launch(spec, found.best.layout) if found.best else None,
             }
         )
-    layout = serving_layout(spec)
-    return {
+    out = {
         "framework": serving.framework,
         "precision": own.precision,
         "kv_dtype": own.kv_dtype,
-        "layout": layout.label(),
+        "layout": serving_layout(spec).label(),
         "memory": own.memory.as_dict(),
         "workloads": workloads,
         "assumptions": list(SERVING_ASSUMPTIONS),
     }
+    if pools:
+        out["layout"] = " : ".join(
+            f"{role} {count}×{model.layout.label()}" for role, (model, count) in pools.items()
+        )
+        out["memory"] = {role: model.memory.as_dict() for role, (model, _) in pools.items()}
+        out["assumptions"] += list(DISAGG_ASSUMPTIONS)
+    return out
+
+
+def _pools(spec: PocSpec, shape) -> dict:
+    """Each pool of a disaggregated deployment: (one instance as a planner model, count)."""
+    disagg = spec.serving.disaggregation
+    return {
+        role: (serving_model(pool_spec(spec, role), shape), getattr(disagg, role).instances)
+        for role in ("prefill", "decode")
+    }
+
+
+def _predict(own, pools, point, spec: PocSpec) -> dict:
+    """The deployment's prediction at ``point``: aggregated, or the P/D pair's."""
+    if pools is None:
+        return own.predict(point).as_dict()
+    placed = placements(spec)
+    nodes = {role: {n for p in placed if p.role == role for n in p.nodes} for role in pools}
+    (prefill, p_count), (decode, d_count) = pools["prefill"], pools["decode"]
+    across = nodes["prefill"] != nodes["decode"] or len(nodes["prefill"]) > 1
+    return predict_disaggregated(prefill, p_count, decode, d_count, point, across).as_dict()
 
 
 def _training(spec: PocSpec, shape, device, total: int, top: int, gpus_given: int | None) -> dict:
@@ -173,9 +206,9 @@ def _launch(spec: PocSpec, layout) -> list[str] | None:
             "dp_attention": layout.dp_attention,
         }
     )
-    variant = spec.model_copy(
-        update={"serving": serving.model_copy(update={"parallelism": par})}, deep=False
-    )
+    # a ranked layout is an aggregated deployment, also for a disaggregated spec
+    aggregated = serving.model_copy(update={"parallelism": par, "disaggregation": None})
+    variant = spec.model_copy(update={"serving": aggregated}, deep=False)
     return _first_node(variant, "serving") or None
 
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pocforge.catalog import gpu, gpu_names
-from pocforge.metrics import STATISTICS, judgeable, metric
+from pocforge.metrics import EP_ALLTOALL_METRICS, STATISTICS, judgeable, metric
 from pocforge.spec import disagg_rules, trtllm_options
 from pocforge.spec.planning import facts_of, pool_spec, serving_model, shape_of, workload_points
 from pocforge.spec.quantization import quantization_problem
@@ -22,6 +22,13 @@ Finding = tuple[tuple[str | int, ...], str]
 Rule = Callable[[PocSpec], Iterator[Finding]]
 
 COLLECTIVES = ("all_reduce", "all_gather", "alltoall", "reduce_scatter")
+# The expert-parallel dispatch/combine phases (EpAllToAllResult.verdict_metrics), each also
+# for one precision where the benchmark prints it (DeepEP's FP8 and BF16 dispatch).
+EP_PHASES = tuple(
+    f"ep_{phase}{precision}"
+    for phase in ("dispatch", "combine", "dispatch_combine")
+    for precision in ("", "_fp8", "_bf16")
+)
 
 
 def serving_fits_cluster(spec: PocSpec) -> Iterator[Finding]:
@@ -525,8 +532,17 @@ def _criterion_problem(spec: PocSpec, parts: list[str]) -> str | None:
             return f"kernel {parts[1]!r} is not in kernels.ops ({', '.join(ops) or 'none'})"
         return _metric_problem("kernels", parts[2:], spec)
     if section == "collectives":
-        if len(parts) < 3 or parts[1] not in COLLECTIVES:
-            return f"write collectives.<collective>.<metric> with a collective of {', '.join(COLLECTIVES)}"
+        if len(parts) < 3 or parts[1] not in COLLECTIVES + EP_PHASES:
+            return (
+                "write collectives.<collective>.<metric> with a collective of "
+                f"{', '.join(COLLECTIVES)} or an expert-parallel phase of ep_dispatch, "
+                "ep_combine, ep_dispatch_combine (each also _fp8, _bf16)"
+            )
+        ep = parts[1] in EP_PHASES
+        if parts[2] in judgeable("collectives") and (parts[2] in EP_ALLTOALL_METRICS) != ep:
+            allowed = [n for n in judgeable("collectives") if (n in EP_ALLTOALL_METRICS) == ep]
+            what = "an expert-parallel phase" if ep else "an nccl-tests collective"
+            return f"{parts[2]} is not a metric of {what} (allowed: {', '.join(allowed)})"
         return _metric_problem("collectives", parts[2:], spec)
     if section == "accuracy":
         tasks = [t.name for t in spec.serving.accuracy] if spec.serving else []
@@ -552,10 +568,13 @@ def _metric_problem(section: str, rest: list[str], spec: PocSpec) -> str | None:
     if found is None or rest[0] not in judgeable(section):
         return f"unknown {section} metric {rest[0]!r} (allowed: {allowed})"
     if found.needs_gpu and not gpu(spec.cluster.gpu).is_gpu:
-        return (
-            f"{rest[0]} is measured on a GPU only (a `cpu` cluster runs kernels under the "
-            "Triton interpreter, untimed, and has no peak); drop the criterion or use a GPU"
+        why = (
+            "DeepEP and MoRI run on GPUs only"
+            if found.name in EP_ALLTOALL_METRICS
+            else "a `cpu` cluster runs kernels under the Triton interpreter, untimed, and "
+            "has no peak"
         )
+        return f"{rest[0]} is measured on a GPU only ({why}); drop the criterion or use a GPU"
     if found.distribution and len(rest) != 2:
         return f"{rest[0]} is a distribution: add a statistic ({', '.join(STATISTICS)})"
     if found.distribution and rest[1] not in STATISTICS:
