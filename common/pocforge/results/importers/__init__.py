@@ -86,6 +86,8 @@ def parse(
         raise ResultImportError(f"unknown dtype {dtype!r} (known: {', '.join(DTYPES)})")
     module = importlib.import_module(f"pocforge.results.importers.{FORMATS[fmt]}")
     files = [Path(p) for p in paths]
+    for path in files:  # every format is text: binary input is refused before any parser
+        _require_text(path, fmt)
     if fmt in TRAINING_FORMATS:
         options = {"gpu": gpu, "dtype": dtype, "seq_len": seq_len, "warmup": warmup}
         return module.parse(files, workload=workload, gpus=gpus, **options)
@@ -99,6 +101,19 @@ def parse(
     for result in imported.serving:
         result.gpu = result.gpu or gpu
     return imported
+
+
+def _require_text(path: Path, fmt: str) -> None:
+    """``path`` decodes as UTF-8, else one line naming the file, the byte and the format."""
+    with Path(path).open("rb") as handle:
+        data = handle.read()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ResultImportError(
+            f"{path}: not UTF-8 text (byte {exc.start} is {data[exc.start]:#04x}); a {fmt} "
+            "result is a text file: pass the tool's own output file"
+        ) from None
 
 
 def import_files(
