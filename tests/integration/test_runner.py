@@ -49,6 +49,8 @@ def workspace(
                     "load": {"concurrency": concurrency},
                     "num_prompts": num_prompts,
                     "slos": [{"metric": "ttft_ms", "percentile": 90, "max_ms": 60000}],
+                    # vLLM's torch profiler around the second point (the resumed run's)
+                    "profile": {"points": [f"c{concurrency[-1]}"]},
                 }
             ],
         },
@@ -175,6 +177,15 @@ def test_the_resumed_run_serves_trains_reports_and_judges(interrupted_then_resum
     assert [p["status"] for p in summary["points"]] == ["ok", "ok"]
     records = (run / "serving" / "chat" / "requests-c1.jsonl").read_text().splitlines()
     assert len(records) == 60
+    # the profiled point's traces: vLLM's Chrome trace names the model's own layers
+    import gzip
+
+    profile = run / "serving" / "chat" / "profile-c2"
+    (trace,) = [p for p in profile.glob("rank0.*.pt.trace.json.gz")]
+    events = json.load(gzip.open(trace))["traceEvents"]
+    assert any(e.get("name", "").startswith("nn.Module: LlamaDecoderLayer") for e in events)
+    assert list(profile.glob("rank0.profiler_out.txt"))  # the profiler's top-ops table
+    assert not list((run / "serving" / "chat" / "profile-c1").glob("*"))  # c1 not profiled
     training = json.loads((run / "training" / "summary.json").read_text())
     assert training["world_size"] == 2 and len(training["loss_curve"]) == 3
     assert (run / "dashboard.html").stat().st_size > 100_000  # plotly inlined: works offline

@@ -482,3 +482,11 @@ def test_multi_turn_refuses_fewer_users_than_requests_in_flight(load, good):
     found = " | ".join(messages(load, good))
     assert "num_prompts: the multi_turn dataset sends 4 × 3 = 12 requests per repeat" in found
     assert "users: 4 users but up to 8 requests in flight: a turn would be sent before" in found
+
+
+def test_a_profiled_point_is_one_of_the_workloads(load, good):
+    good["serving"]["workloads"][0]["profile"] = {"points": ["c8"]}
+    assert load(good).serving.workloads[0].profile.points == ["c8"]
+    good["serving"]["workloads"][0]["profile"] = {"points": ["c8", "c16"]}
+    (msg,) = messages(load, good)
+    assert "profile.points.1: 'c16' is not a point of workload chat (c1, c8)" in msg

@@ -28,6 +28,16 @@ class Adapter(Protocol):
         fine); raises ``ArgcheckUnavailable`` when the framework is not installed."""
 
 
+# Where a server writes torch-profiler traces on a node when a workload asks for a profile
+# (``serving.workloads[].profile``); a run here points it into the run folder.
+PROFILE_DIR = "/opt/pocforge/profiles"
+
+
+def profiled(spec: PocSpec) -> bool:
+    """Some workload of the spec asks for a profile."""
+    return spec.serving is not None and any(w.profile for w in spec.serving.workloads)
+
+
 @dataclass
 class LaunchContext:
     """Where and how the launches run; defaults describe this machine."""
@@ -39,6 +49,7 @@ class LaunchContext:
     port: int | None = None  # override spec.serving.port (tests pick a free port)
     extra_env: dict[str, str] = field(default_factory=dict)
     node_rank: int | None = None  # which node of the plan this process is (multi-node)
+    profile_dir: str | None = None  # where the server writes profiler traces (default: PROFILE_DIR)
 
     @classmethod
     def local(cls, repo: Path | None = None, **kwargs) -> LaunchContext:

@@ -19,7 +19,15 @@ from __future__ import annotations
 from pathlib import Path
 
 from pocforge.frameworks.argcheck.run import run_argcheck
-from pocforge.frameworks.base import LaunchContext, NodeLaunch, flag_args, model_path, node_hosts
+from pocforge.frameworks.base import (
+    PROFILE_DIR,
+    LaunchContext,
+    NodeLaunch,
+    flag_args,
+    model_path,
+    node_hosts,
+    profiled,
+)
 from pocforge.spec import PocSpec
 from pocforge.spec.quantization import quantization_flag
 from pocforge_kernels.integrations.sglang_hook import launch_env
@@ -51,6 +59,8 @@ class SglangAdapter:
         if spec.cluster.gpu == "cpu":
             env["SGLANG_USE_CPU_ENGINE"] = "1"
             env["PYTHONPATH"] = str(SHIMS)
+        if profiled(spec):  # SGLang's torch profiler writes here on /start_profile
+            env["SGLANG_TORCH_PROFILER_DIR"] = ctx.profile_dir or PROFILE_DIR
         if serving.kernels:  # pocforge-kernels' SGLang plugin, installed in SGLang's environment
             env.update(launch_env(serving.kernels, cpu=spec.cluster.gpu == "cpu"))
         launches = []

@@ -11,7 +11,15 @@ Layouts (vLLM 0.32):
 from __future__ import annotations
 
 from pocforge.frameworks.argcheck.run import run_argcheck
-from pocforge.frameworks.base import LaunchContext, NodeLaunch, flag_args, model_path, node_hosts
+from pocforge.frameworks.base import (
+    PROFILE_DIR,
+    LaunchContext,
+    NodeLaunch,
+    flag_args,
+    model_path,
+    node_hosts,
+    profiled,
+)
 from pocforge.spec import PocSpec
 from pocforge.spec.quantization import quantization_flag
 from pocforge_kernels.integrations.vllm_plugin import custom_ops
@@ -32,7 +40,7 @@ class VllmAdapter:
         bind = ctx.host_override or "0.0.0.0"
         env = self._env(spec, ctx)
         server = [ctx.python, "-m", "vllm.entrypoints.openai.api_server"]
-        args = self._engine_args(spec) + ["--host", bind, "--port", str(port)]
+        args = self._engine_args(spec, ctx) + ["--host", bind, "--port", str(port)]
 
         if cluster.nodes == 1:
             return [self._server(spec, 0, hosts[0], server, args, env, port)]
@@ -123,7 +131,7 @@ class VllmAdapter:
 
     # ------------------------------------------------------------------ arguments
 
-    def _engine_args(self, spec: PocSpec) -> list[str]:
+    def _engine_args(self, spec: PocSpec, ctx: LaunchContext) -> list[str]:
         serving, model, par = spec.serving, spec.model, spec.serving.parallelism
         options: dict[str, object] = {
             "model": model_path(spec),
@@ -143,6 +151,11 @@ class VllmAdapter:
         if offload is not None:  # vLLM's own host-memory tier (validate: native or lmcache)
             options["kv-offloading-backend"] = offload.backend
             options["kv-offloading-size"] = offload.size_gb
+        if profiled(spec):  # vLLM's torch profiler, started and stopped around a point
+            options["profiler-config"] = {
+                "profiler": "torch",
+                "torch_profiler_dir": ctx.profile_dir or PROFILE_DIR,
+            }
         enable = custom_ops(serving.kernels)  # the vLLM op names the kit's plugin replaces
         if enable:
             options["compilation-config"] = {"custom_ops": ["none", *enable]}

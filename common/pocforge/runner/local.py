@@ -22,14 +22,15 @@ from pathlib import Path
 
 from pocforge import atomic
 from pocforge.bench.from_spec import sweep_config
-from pocforge.bench.sweep import run_sweep
+from pocforge.bench.sweep import Hooks, run_sweep
 from pocforge.frameworks import LaunchContext
-from pocforge.frameworks.base import model_path, prepare_model
+from pocforge.frameworks.base import model_path, prepare_model, profiled
 from pocforge.frameworks.process import ManagedProcess, free_port, in_start_order, start_node
 from pocforge.frameworks.startup import startup_timeout_s
 from pocforge.paths import workspace_root
 from pocforge.results.adapters import from_kernel_bench, from_training_summary
 from pocforge.runner import gates
+from pocforge.runner.profile import ProfileHook
 from pocforge.runner.telemetry import ServingTelemetry, gpu_hour_price, training_telemetry
 from pocforge.runtimes import resolve
 from pocforge.runtimes.plan import plan_deployment
@@ -70,7 +71,12 @@ def serve(spec: PocSpec, stage_dir: Path, say: Say = print) -> Iterator[tuple[st
         )
         changed = serving.model_copy(update={"disaggregation": shared})
         spec = spec.model_copy(update={"serving": changed})
-    ctx = LaunchContext.local(workspace_root(), host_override="127.0.0.1", port=free_port())
+    ctx = LaunchContext.local(
+        workspace_root(),
+        host_override="127.0.0.1",
+        port=free_port(),
+        profile_dir=str(traces(stage_dir)) if profiled(spec) else None,
+    )
     wheels = {}
     if resolve(spec, "serving").kind == "container":  # the container installs them from here
         wheels["wheels"] = str(kit_wheels())
@@ -99,6 +105,12 @@ def serve(spec: PocSpec, stage_dir: Path, say: Say = print) -> Iterator[tuple[st
         shutil.rmtree(stage_dir / "kv-shared", ignore_errors=True)
 
 
+def traces(stage_dir: Path) -> Path:
+    """Where a server here writes its profiler traces (moved per point into the workload's
+    folder by :class:`~pocforge.runner.profile.ProfileHook`)."""
+    return (stage_dir / "traces").resolve()
+
+
 def _base(launch) -> str:
     return launch.health_url.rsplit("/", 1)[0]
 
@@ -116,8 +128,19 @@ def run_serving(spec: PocSpec, stage_dir: Path, say: Say) -> None:
             cfg = sweep_config(spec, workload, base_url, model_path(spec))
             folder = stage_dir / workload.name
             telemetry = ServingTelemetry(folder, gpus=cfg.gpus, price=gpu_hour_price(spec), say=say)
+            hook = telemetry
+            if workload.profile:
+                profile = ProfileHook(
+                    base_url,
+                    spec.serving.framework,
+                    workload.profile.points,
+                    traces(stage_dir),
+                    folder,
+                    say,
+                )
+                hook = Hooks(telemetry, profile)
             try:
-                summary = run_sweep(cfg, folder, hook=telemetry)
+                summary = run_sweep(cfg, folder, hook=hook)
             finally:
                 telemetry.close()
             server.check_alive()

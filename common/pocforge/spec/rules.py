@@ -481,6 +481,35 @@ def turns_follow_their_predecessors(spec: PocSpec) -> Iterator[Finding]:
             )
 
 
+def profiled_points_exist(spec: PocSpec) -> Iterator[Finding]:
+    """A workload's profiled points are among its own (``c<concurrency>``, ``r<rate>``, as
+    the summaries name them), served by a framework whose profiler the kit drives."""
+    if spec.serving is None:
+        return
+    for n, workload in enumerate(spec.serving.workloads):
+        if workload.profile is None:
+            continue
+        path = ("serving", "workloads", n, "profile")
+        if spec.serving.framework not in ("vllm", "sglang"):
+            yield (
+                path,
+                f"profiling drives vLLM's and SGLang's torch profiler, not {spec.serving.framework}'s",
+            )
+        load = workload.load
+        if workload.dataset.kind == "trace":
+            ids = [f"t{1.0 / workload.dataset.time_scale:g}"]
+        elif load.concurrency is not None:
+            ids = [f"c{c}" for c in load.concurrency]
+        else:
+            ids = [f"r{r:g}" for r in load.request_rate]
+        for k, point in enumerate(workload.profile.points):
+            if point not in ids:
+                yield (
+                    (*path, "points", k),
+                    f"{point!r} is not a point of workload {workload.name} ({', '.join(ids)})",
+                )
+
+
 def workload_names_unique(spec: PocSpec) -> Iterator[Finding]:
     if spec.serving is None:
         return
@@ -636,6 +665,7 @@ RULES: list[Rule] = [
     gates_have_something_to_check,
     hosts_match_nodes,
     turns_follow_their_predecessors,
+    profiled_points_exist,
     workload_names_unique,
     criteria_are_produced,
     *disagg_rules.RULES,

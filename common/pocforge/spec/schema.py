@@ -356,6 +356,13 @@ class Slo(Strict):
     max_ms: float = Field(gt=0, description="Upper bound in milliseconds.")
 
 
+class Profile(Strict):
+    points: list[Annotated[str, Field(pattern=r"^[crt][0-9.]+$")]] = Field(
+        min_length=1,
+        description="Point ids as the summaries name them: `c64` (concurrency 64), `r4` (4 requests/s).",
+    )
+
+
 class Workload(Strict):
     name: str = Field(
         pattern=r"^[a-z][a-z0-9_]*$",
@@ -381,6 +388,10 @@ class Workload(Strict):
     slos: list[Slo] = Field(
         default_factory=list,
         description="Latency SLOs; goodput counts requests meeting all of them.",
+    )
+    profile: Profile | None = Field(
+        None,
+        description="Profile these sweep points with the framework's torch profiler; the traces go into the run.",
     )
 
 

@@ -1,0 +1,90 @@
+"""The profiled points of a workload (``serving.workloads[].profile``): the framework's torch
+profiler started before the point's first repeat and stopped after its last, its traces
+moved into the run as ``serving/<workload>/profile-<point>/``.
+
+vLLM (started with ``--profiler-config``, :mod:`pocforge.frameworks.vllm`) takes
+``POST /start_profile`` and ``/stop_profile`` and writes, per process, a gzipped Chrome
+trace (``*.pt.trace.json.gz``, open it in Perfetto) and the profiler's own table of the
+top operations by time (``*.profiler_out.txt``); SGLang (``SGLANG_TORCH_PROFILER_DIR``)
+takes the same calls, with the output folder in the start request's body.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+
+from pocforge.bench.summary import PointSummary
+from pocforge.bench.sweep import PointHook
+
+Say = Callable[[str], None]
+SETTLE_S = 30.0  # a profiler writes its traces after stop_profile returns, in its workers
+
+
+class ProfileError(RuntimeError):
+    """The server refused to start or stop its profiler."""
+
+
+class ProfileHook(PointHook):
+    def __init__(
+        self,
+        base_url: str,
+        framework: str,
+        points: list[str],
+        trace_dir: Path,
+        folder: Path,
+        say: Say = print,
+    ):
+        self.base_url, self.framework, self.points = base_url.rstrip("/"), framework, set(points)
+        self.trace_dir, self.folder, self.say = Path(trace_dir), Path(folder), say
+        self._before: set[Path] = set()
+
+    def _post(self, path: str, body: dict | None = None) -> None:
+        data = json.dumps(body or {}).encode()
+        request = urllib.request.Request(
+            self.base_url + path, data, {"Content-Type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=300) as answer:
+                answer.read()
+        except OSError as exc:
+            raise ProfileError(f"{self.base_url}{path}: {exc}") from None
+
+    def before(self, point: PointSummary) -> None:
+        if point.id not in self.points:
+            return
+        self.trace_dir.mkdir(parents=True, exist_ok=True)
+        self._before = set(self.trace_dir.rglob("*"))
+        body = {"output_dir": str(self.trace_dir)} if self.framework == "sglang" else None
+        self._post("/start_profile", body)
+        self.say(f"profile: {point.id} under {self.framework}'s torch profiler")
+
+    def after(self, point: PointSummary) -> None:
+        if point.id not in self.points:
+            return
+        self._post("/stop_profile")
+        written = self._settle()
+        out = self.folder / f"profile-{point.id}"
+        out.mkdir(parents=True, exist_ok=True)
+        for path in written:
+            shutil.move(str(path), out / path.name)
+        self.say(f"profile: {point.id}: {len(written)} files in {out}")
+
+    def _settle(self) -> list[Path]:
+        """The files the profiler wrote since :meth:`before`, once their sizes stop moving."""
+        deadline = time.monotonic() + SETTLE_S
+        last: dict[Path, int] = {}
+        while True:
+            new = {
+                p: p.stat().st_size
+                for p in self.trace_dir.rglob("*")
+                if p.is_file() and p not in self._before
+            }
+            if new and new == last or time.monotonic() > deadline:
+                return sorted(new)
+            last = new
+            time.sleep(1.0)
