@@ -181,8 +181,9 @@ def test_the_resumed_run_serves_trains_reports_and_judges(interrupted_then_resum
     import gzip
 
     profile = run / "serving" / "chat" / "profile-c2"
-    (trace,) = [p for p in profile.glob("rank0.*.pt.trace.json.gz")]
-    events = json.load(gzip.open(trace))["traceEvents"]
+    (trace,) = profile.glob("rank0.*.pt.trace.json.gz")
+    with gzip.open(trace) as handle:
+        events = json.load(handle)["traceEvents"]
     assert any(e.get("name", "").startswith("nn.Module: LlamaDecoderLayer") for e in events)
     assert list(profile.glob("rank0.profiler_out.txt"))  # the profiler's top-ops table
     assert not list((run / "serving" / "chat" / "profile-c1").glob("*"))  # c1 not profiled
