@@ -19,7 +19,7 @@ from typing import Any
 import jinja2
 
 from pocforge.messages import join
-from pocforge.report import charts, competitive, disagg, kv_reuse, planner, watts
+from pocforge.report import charts, competitive, disagg, kv_reuse, planner, profiles, watts
 from pocforge.report.i18n import (
     LANGUAGES,
     NATIVE,
@@ -318,6 +318,9 @@ def build(
         reuse = _reuse_section(workload, result, _)
         if reuse is not None:
             sections.append(reuse)
+        profiled = _profile_section(workload, result, _folder, run_path, _)
+        if profiled is not None:
+            sections.append(profiled)
 
     plan = read_plan(run_path)
     if plan is not None:
@@ -581,6 +584,33 @@ def _reuse_section(workload: str, result: Any, _: Callable[[str], str]) -> Secti
             )
         )
     return sec
+
+
+def _profile_section(
+    workload: str, result: Any, folder: Path | None, run_path: Path, _: Callable[[str], str]
+) -> Section | None:
+    """The workload's "Profiles" section (:mod:`pocforge.report.profiles`): per profiled
+    point its traces to open in Perfetto and the top of the profiler's table of operations;
+    None when no point of it was profiled."""
+    found = profiles.points(result, folder, run_path)
+    if not found:
+        return None
+    labels = {
+        profiles.NAME: _("operation"),
+        "Self CPU %": _("self CPU share"),
+        "Self CPU": _("self CPU time"),
+        "CPU total": _("CPU total"),
+        "Self CUDA": _("self CUDA time"),
+        "CUDA total": _("CUDA total"),
+        "# of Calls": _("calls"),
+        "Self CPU time total": _("self CPU time, all operations"),
+        "Self CUDA time total": _("self CUDA time, all operations"),
+    }
+    return Section(
+        id=f"profile-{workload}",
+        title=_("Profiles — {workload}").format(workload=workload),
+        body={"points": found, "labels": labels, "top": profiles.TOP},
+    )
 
 
 def _words(_: Callable[[str], str]) -> dict[str, str]:
