@@ -26,6 +26,7 @@ from pocforge_kernels.integrations.vllm_plugin import custom_ops
 
 RAY_PORT = 6379
 DP_RPC_PORT = 13345
+PROFILE_STEPS = 32  # engine steps a profiled point records
 
 
 class VllmAdapter:
@@ -155,6 +156,9 @@ class VllmAdapter:
             options["profiler-config"] = {
                 "profiler": "torch",
                 "torch_profiler_dir": ctx.profile_dir or PROFILE_DIR,
+                # the first engine steps of the point: a whole point's trace (with stacks)
+                # takes minutes to write and hundreds of MB
+                "max_iterations": PROFILE_STEPS,
             }
         enable = custom_ops(serving.kernels)  # the vLLM op names the kit's plugin replaces
         if enable:

@@ -54,7 +54,7 @@ class ProfileHook(PointHook):
         except OSError as exc:
             raise ProfileError(f"{self.base_url}{path}: {exc}") from None
 
-    def before(self, point: PointSummary) -> None:
+    def _start(self, point: PointSummary) -> None:
         if point.id not in self.points:
             return
         self.trace_dir.mkdir(parents=True, exist_ok=True)
@@ -63,10 +63,20 @@ class ProfileHook(PointHook):
         self._post("/start_profile", body)
         self.say(f"profile: {point.id} under {self.framework}'s torch profiler")
 
+    def before(self, point: PointSummary) -> None:
+        try:
+            self._start(point)
+        except ProfileError as exc:  # a profile is extra: the point is measured without it
+            self.say(f"profile: {point.id}: not started: {exc}")
+            self.points.discard(point.id)
+
     def after(self, point: PointSummary) -> None:
         if point.id not in self.points:
             return
-        self._post("/stop_profile")
+        try:
+            self._post("/stop_profile")
+        except ProfileError as exc:
+            self.say(f"profile: {point.id}: the profiler did not stop cleanly: {exc}")
         written = self._settle()
         out = self.folder / f"profile-{point.id}"
         out.mkdir(parents=True, exist_ok=True)
