@@ -111,8 +111,8 @@ def _require_text(path: Path, fmt: str) -> None:
         data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ResultImportError(
-            f"{path}: not UTF-8 text (byte {exc.start} is {data[exc.start]:#04x}); a {fmt} "
-            "result is a text file: pass the tool's own output file"
+            f"{path}: binary data, not text (not UTF-8 at byte {exc.start}: "
+            f"{data[exc.start]:#04x}); a {fmt} result is a text file: pass the tool's own output"
         ) from None
 
 
