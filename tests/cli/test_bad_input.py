@@ -117,12 +117,16 @@ def test_a_results_folder_of_someone_elses_is_refused(tmp_path, monkeypatch):
     assert code in (1, 2) and run.name in text, text
 
 
+def import_file(tmp_path, monkeypatch, path, fmt: str):
+    """``pocforge import PATH --format FMT`` into a results folder of the test's own."""
+    root = str(tmp_path / "results")
+    return invoke(tmp_path, monkeypatch, "import", str(path), "--format", fmt, "--root", root)
+
+
 FILES = st.one_of(
     st.binary(max_size=2048),
     st.text(max_size=2048).map(str.encode),
-    st.sampled_from([b"{", b'{"points": 3}', b"[]", b"null", b'{"results": {"a": {"b": ']).map(
-        lambda b: b
-    ),
+    st.sampled_from([b"{", b'{"points": 3}', b"[]", b"null", b'{"results": {"a": {"b": ']),
 )
 
 
@@ -136,16 +140,7 @@ def test_an_importer_refuses_what_it_cannot_read(fmt, content, tmp_path, monkeyp
     (or, for a file that happens to parse, a clean import), never a traceback."""
     bad = tmp_path / f"in-{fmt}.txt"
     bad.write_bytes(content)
-    code, text = invoke(
-        tmp_path,
-        monkeypatch,
-        "import",
-        str(bad),
-        "--format",
-        fmt,
-        "--root",
-        str(tmp_path / "results"),
-    )
+    code, text = import_file(tmp_path, monkeypatch, bad, fmt)
     assert code in (0, 1, 2), text
     if code:
         assert bad.name in text or fmt in text, text
@@ -155,14 +150,5 @@ def test_an_importer_refuses_what_it_cannot_read(fmt, content, tmp_path, monkeyp
 def test_an_importer_refuses_a_huge_file_of_junk(fmt, tmp_path, monkeypatch):
     bad = tmp_path / "huge.txt"
     bad.write_bytes(b"x" * 1000 + (b"\xff" * 64 + b"\n") * 150_000)  # about 10 MB
-    code, text = invoke(
-        tmp_path,
-        monkeypatch,
-        "import",
-        str(bad),
-        "--format",
-        fmt,
-        "--root",
-        str(tmp_path / "results"),
-    )
+    code, text = import_file(tmp_path, monkeypatch, bad, fmt)
     assert code in (1, 2) and ("huge.txt" in text or fmt in text), text
