@@ -8,7 +8,10 @@ RUN   ?=
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-unit test-fast rehearse rehearsal-image test-kernels lint fmt demo poc validate i18n spec-docs bench bench-plan planner-accuracy bench-client bench-kernels kernels-compile bench-report bench-telemetry report patch-check patch unpatch cluster-up cluster-check cluster-collectives cluster-serve cluster-train cluster-down clean
+.PHONY: help setup test test-unit test-fast rehearse rehearsal-image test-kernels faults lint fmt demo poc validate i18n spec-docs bench bench-plan planner-accuracy bench-client bench-kernels kernels-compile bench-report bench-telemetry report patch-check patch unpatch cluster-up cluster-check cluster-collectives cluster-serve cluster-train cluster-down clean
+
+# A target that works on one POC stops at once, in one line, without one.
+need_poc = $(if $(strip $(POC)),,$(error make $@ needs POC=<name>, one of: $(sort $(patsubst pocs/%/poc.yaml,%,$(wildcard pocs/*/poc.yaml)))))
 
 help: ## List every target with one line each
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -16,14 +19,17 @@ help: ## List every target with one line each
 setup: ## Install everything on a fresh machine (.venv, .venv-sglang, Debian packages as root); idempotent
 	@scripts/setup.sh
 
-test: ## The whole test suite: unit, kernels (Triton interpreter), real vLLM/SGLang/DeepSpeed/Ansible/Chromium
-	$(BIN)/pytest $(PYTEST_ARGS)
+test: ## The whole test suite: unit, kernels (Triton interpreter), real vLLM/SGLang/DeepSpeed/Ansible/Chromium; prints its 40 slowest
+	$(BIN)/pytest --durations=40 $(PYTEST_ARGS)
 
 test-unit: ## Unit tests only: no subprocess, no network, under a minute (a guard fails any that try)
 	POCFORGE_UNIT_GUARD=1 $(BIN)/pytest -m "not integration and not process and not kernels" $(PYTEST_ARGS)
 
 test-fast: ## Everything but the integration tests (adds quick subprocess/socket tests and the compile check)
 	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)
+
+faults: ## The fault suite: SIGKILLs at 20 seeded instants, a dead rank, a full disk, a taken port, a faulty server; prints its table
+	POCFORGE_FAULT_INSTANTS=$${INSTANTS:-20} $(BIN)/pytest tests/faults $(PYTEST_ARGS)
 
 lint: ## ruff on the Python code, the import contracts (import-linter), ansible-lint (production profile) on the playbooks
 	$(BIN)/ruff check common kernels benchmarks tests
@@ -52,9 +58,11 @@ demo: ## The main job on this machine: validate every POC, run pocs/demo end to 
 	@scripts/demo.sh
 
 poc: ## Run a POC end to end (on its nodes when it has hosts or an inventory, else here): make poc POC=<name> [RUN=<id> to resume]
+	$(need_poc)
 	$(BIN)/pocforge run $(POC) $(if $(RUN),--resume $(RUN))
 
 rehearse: ## Run a cluster POC against namespaced nodes made on this machine (root): make rehearse POC=tiny-llama-2node-fp32-cpu-vllm [RUNTIME=container]
+	$(need_poc)
 	$(BIN)/pocforge rehearse $(POC) --runtime $(or $(RUNTIME),kit)
 
 rehearsal-image: ## The local podman image a container rehearsal runs (built from this machine, nothing pulled)
@@ -78,6 +86,7 @@ bench-report: ## Dashboard of a 1,000,000-request run: render time and size (tar
 	$(BIN)/python -m benchmarks.report_large
 
 report: ## Dashboard of a run (newest of POC unless RUN=…); REPORT_ARGS="--pdf --compare demo/<id>"
+	$(need_poc)
 	$(BIN)/pocforge report $(POC)$(if $(RUN),/$(RUN)) $(REPORT_ARGS)
 
 bench-kernels: ## Kernel roofline table (on a CPU: correctness only, no meaningful timing)
@@ -90,30 +99,39 @@ test-kernels: ## Only the kernel suite (Triton interpreter on a CPU)
 	TRITON_INTERPRET=1 $(BIN)/pytest tests/kernels
 
 patch-check: ## Dry-run the POC's framework patches against the installed framework: make patch-check POC=<name>
+	$(need_poc)
 	$(BIN)/pocforge patch check $(POC)
 
 patch: ## Apply the POC's framework patches (all or nothing; backups kept for a byte-exact revert)
+	$(need_poc)
 	$(BIN)/pocforge patch apply $(POC)
 
 unpatch: ## Revert the POC's framework patches byte for byte
+	$(need_poc)
 	$(BIN)/pocforge patch revert $(POC)
 
 cluster-up: ## Bring the POC's cluster up (facts, GPU stack, NICs, env, weights): make cluster-up POC=<name>
+	$(need_poc)
 	$(BIN)/pocforge cluster up $(POC)
 
 cluster-check: ## Preflight acceptance checks per host: make cluster-check POC=<name>
+	$(need_poc)
 	$(BIN)/pocforge cluster check $(POC)
 
 cluster-collectives: ## rccl-tests / nccl-tests bus bandwidth against the platform reference
+	$(need_poc)
 	$(BIN)/pocforge cluster collectives $(POC)
 
 cluster-serve: ## Start the POC's serving deployment on its nodes and run the serving benchmark there
+	$(need_poc)
 	$(BIN)/pocforge cluster serve $(POC)
 
 cluster-train: ## Run the POC's training benchmark on its nodes
+	$(need_poc)
 	$(BIN)/pocforge cluster train $(POC)
 
 cluster-down: ## Tear the POC's deployment down on its nodes
+	$(need_poc)
 	$(BIN)/pocforge cluster down $(POC)
 
 clean: ## Remove caches and build outputs (keeps .venv and results/)

@@ -13,6 +13,13 @@ scripted value plus the server's lateness, so the client's own error can be told
 from the server's. It is not a stand-in for vLLM: no tokenizer, no batching; ``/metrics``
 exposes two counters only.
 
+For the fault suite it can also misbehave on purpose: every ``fault_every``-th streaming
+request gets the next of ``faults`` in turn (``500``: an HTTP 500 with an error body;
+``malformed``: a stream with an event that is not JSON; ``stall``: one token, then
+nothing; ``reset``: one token, then a TCP reset), and ``GET /lag`` says when each good
+stream finished (``completed_at``, ``time.monotonic()``: the system-wide monotonic clock,
+comparable with a client's in another process) and how many of each fault it served.
+
 Why a bare ``asyncio.Protocol`` server and not a web framework: the schedule's clock starts
 at the read that completed the request, stamped before any parsing. A framework starts its
 handler only after parsing, routing and task creation, and when 64-256 closed-loop requests
@@ -32,6 +39,8 @@ import contextlib
 import json
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -45,10 +54,23 @@ _MAX_REQUEST = 1 << 20
 class Instrument:
     """The scripted schedule and the lateness record, shared by every connection."""
 
-    def __init__(self, ttft_ms: float, itl_ms: float, fail_after: int | None = None):
+    def __init__(
+        self,
+        ttft_ms: float,
+        itl_ms: float,
+        fail_after: int | None = None,
+        faults: tuple[str, ...] = (),
+        fault_every: int = 0,
+    ):
         self.ttft_s = ttft_ms / 1000.0
         self.itl_s = itl_ms / 1000.0
         self.fail_after = fail_after
+        unknown = set(faults) - set(FAULTS)
+        if unknown or (faults and fault_every < 1):
+            raise ValueError(f"faults: {sorted(unknown)} not in {FAULTS}, or fault_every < 1")
+        self.faults, self.fault_every = faults, fault_every
+        self.faulted = dict.fromkeys(faults, 0)
+        self.completed_at: list[float] = []
         self.first_lag_ms: list[float] = []
         self.next_lag_ms: list[float] = []
         self.gaps_ms: list[float] = []
@@ -80,10 +102,14 @@ class Instrument:
                     "requests": self.requests,
                     "chunks": self.chunks,
                     "clock": "request arrival",
+                    "completed_at": self.completed_at,
+                    "faulted": self.faulted,
                 }
             )
         elif method == "POST" and path == "/lag/reset":
             self.first_lag_ms, self.next_lag_ms, self.gaps_ms = [], [], []
+            self.completed_at = []
+            self.faulted = dict.fromkeys(self.faults, 0)
             conn.send_json({"ok": True})
         elif method == "POST" and path in API_OF:
             self.stream(conn, arrived, API_OF[path], body)
@@ -101,6 +127,11 @@ class Instrument:
             conn.send(503, "text/plain", b"instrument: failing as configured")
             return
         self.requests += 1
+        fault = self._fault()
+        if fault == "500":
+            body = {"error": {"message": "instrument: internal error as configured", "code": 500}}
+            conn.send(500, "application/json", json.dumps(body).encode())
+            return
         usage = bool((req.get("stream_options") or {}).get("include_usage"))
         tail = b""
         if usage:
@@ -111,17 +142,34 @@ class Instrument:
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
             b"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n"
         )
-        _Stream(self, conn, arrived, n, self.events[api], tail).arm()
+        _Stream(self, conn, arrived, n, self.events[api], tail, fault).arm()
+
+    def _fault(self) -> str | None:
+        """The fault this request (``self.requests``, counted from 1) gets, if any."""
+        if not self.faults or self.requests % self.fault_every:
+            return None
+        kind = self.faults[(self.requests // self.fault_every - 1) % len(self.faults)]
+        self.faulted[kind] += 1
+        return kind
 
 
 class _Stream:
     """One scripted response: a timer per chunk, each due on the absolute schedule."""
 
-    __slots__ = ("inst", "conn", "t0", "n", "event", "tail", "i", "prev", "due", "loop")
+    __slots__ = ("inst", "conn", "t0", "n", "event", "tail", "fault", "i", "prev", "due", "loop")
 
-    def __init__(self, inst: Instrument, conn: _Conn, t0: float, n: int, event: bytes, tail: bytes):
+    def __init__(
+        self,
+        inst: Instrument,
+        conn: _Conn,
+        t0: float,
+        n: int,
+        event: bytes,
+        tail: bytes,
+        fault: str | None = None,
+    ):
         self.inst, self.conn, self.t0, self.n = inst, conn, t0, n
-        self.event, self.tail = event, tail
+        self.event, self.tail, self.fault = event, tail, fault
         self.i, self.prev, self.due = 0, 0.0, 0.0
         self.loop = asyncio.get_running_loop()
 
@@ -146,11 +194,23 @@ class _Stream:
         inst.chunks += 1
         self.prev = now
         self.i += 1
-        if self.i < self.n:
+        if self.fault is not None:
+            self.misbehave()
+        elif self.i < self.n:
             self.arm()
         else:
             self.conn.write(self.tail)
+            inst.completed_at.append(time.monotonic())
             self.conn.done()
+
+    def misbehave(self) -> None:
+        """After one good token: the configured fault instead of the rest of the stream."""
+        if self.fault == "malformed":
+            self.conn.write(_chunk(b'data: {"choices": [{"delta": {"content"\n\n') + self.tail)
+            self.conn.done()
+        elif self.fault == "reset":
+            self.conn.reset()
+        # "stall": nothing more is ever written; the client's timeout has to end it
 
 
 class _Conn(asyncio.Protocol):
@@ -222,8 +282,24 @@ class _Conn(asyncio.Protocol):
         if not self.closed:
             self.transport.write(data)
 
+    def reset(self) -> None:
+        """Drop the connection with a TCP RST (linger 0), as a crashed proxy would."""
+        if self.closed:
+            return
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.transport.abort()
+        self.closed = True
+
     def send(self, status: int, ctype: str, body: bytes) -> None:
-        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 503: "Service Unavailable"}
+        reason = {
+            200: "OK",
+            400: "Bad Request",
+            404: "Not Found",
+            500: "Internal Server Error",
+            503: "Service Unavailable",
+        }
         self.write(
             f"HTTP/1.1 {status} {reason.get(status, 'Status')}\r\nContent-Type: {ctype}"
             f"\r\nContent-Length: {len(body)}\r\n\r\n".encode()
@@ -246,6 +322,7 @@ class _Conn(asyncio.Protocol):
 
 
 API_OF = {"/v1/completions": "completions", "/v1/chat/completions": "chat"}
+FAULTS = ("500", "malformed", "stall", "reset")
 
 
 def _event_json(api: str) -> str:
@@ -281,7 +358,12 @@ async def serve(host: str, port: int, inst: Instrument) -> None:
 
 @contextlib.contextmanager
 def running_instrument(
-    ttft_ms: float, itl_ms: float, fail_after: int | None = None, port: int | None = None
+    ttft_ms: float,
+    itl_ms: float,
+    fail_after: int | None = None,
+    port: int | None = None,
+    faults: tuple[str, ...] = (),
+    fault_every: int = 0,
 ) -> Iterator[str]:
     """Start the instrument in its own process (own core time, own event loop); yield its URL.
 
@@ -303,6 +385,8 @@ def running_instrument(
     ]
     if fail_after is not None:
         cmd += ["--fail-after", str(fail_after)]
+    if faults:
+        cmd += ["--faults", ",".join(faults), "--fault-every", str(fault_every)]
     proc = subprocess.Popen(
         cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
@@ -337,8 +421,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--ttft-ms", type=float, default=100.0)
     ap.add_argument("--itl-ms", type=float, default=20.0)
     ap.add_argument("--fail-after", type=int, default=None, help="answer 503 after N requests")
+    ap.add_argument("--faults", default="", help=f"comma-separated, of {', '.join(FAULTS)}")
+    ap.add_argument("--fault-every", type=int, default=0, help="every Nth request gets a fault")
     args = ap.parse_args(argv)
-    inst = Instrument(args.ttft_ms, args.itl_ms, args.fail_after)
+    faults = tuple(f for f in args.faults.split(",") if f)
+    try:
+        inst = Instrument(args.ttft_ms, args.itl_ms, args.fail_after, faults, args.fault_every)
+    except ValueError as exc:
+        ap.error(str(exc))
     try:
         import uvloop
 

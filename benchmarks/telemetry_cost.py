@@ -5,6 +5,10 @@ Three measurements, printed as tables:
 1. The sampler as it runs on this machine — the host source (``/proc``, RAPL where
    readable) at 1 s for ``--seconds``: the CPU time of its thread and of the writes, as a
    share of one core over the wall time.
+1b. A cluster node's recorder (``pocforge/telemetry/recorder.py``, standard library only,
+   the process the workload role starts beside a node's launches) at 1 s for ``--seconds``:
+   its process's CPU time from its first reading on over the wall time (the target), and
+   over its whole life, the interpreter's start included.
 2. What each vendor tool's output costs the sampler to read, on the real captures of
    ``tests/data/telemetry/`` (per document, scaled to 8 GPUs a node, once a second). The
    tools' own processes (nvidia-smi, amd-smi's Python CLI) are not installed here: their
@@ -19,6 +23,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
+import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -29,6 +38,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pocforge.stats import describe
+from pocforge.telemetry.node import recorder_plan, recorder_script, series_from_raw
 from pocforge.telemetry.parsers import (
     NVIDIA_SMI_QUERY_FIELDS,
     nvidia_smi_rows,
@@ -38,6 +48,7 @@ from pocforge.telemetry.parsers import (
     parse_nvidia_smi_csv,
     parse_rocm_smi_json,
 )
+from pocforge.telemetry.recorder import process_cpu_s
 from pocforge.telemetry.sampler import HostSource, Sampler
 
 TARGET_PCT = 1.0
@@ -55,6 +66,36 @@ def sampler_cost(seconds: float, interval_s: float = 1.0) -> tuple[float, int, s
             time.sleep(seconds)
     end = sampler.end
     return end.cpu_pct_of_core, end.cost[0].samples, host.info().detail
+
+
+def recorder_cost(seconds: float, interval_s: float = 1.0) -> tuple[float, float, int, int]:
+    """(% of one core once started, % of its whole life, host readings, GPU samples) of the
+    node recorder run as a node runs it (``python3 -I recorder.py plan.json``) for
+    ``seconds``, stopped with SIGTERM. Once started: its process's CPU time (``/proc``)
+    from its first reading to the stop; its whole life: its own ``end`` line, the
+    interpreter's start included."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        shutil.copy(recorder_script(), folder / "recorder.py")
+        raw = folder / "raw.jsonl"
+        plan = recorder_plan(interval_s, str(raw))
+        (folder / "plan.json").write_text(json.dumps(plan))
+        python = shutil.which("python3") or sys.executable
+        proc = subprocess.Popen([python, "-I", "recorder.py", "plan.json"], cwd=folder)
+        while '"kind":"host"' not in (raw.read_text() if raw.exists() else ""):
+            time.sleep(0.01)
+        cpu0, t0 = process_cpu_s(proc.pid) or 0.0, time.monotonic()
+        time.sleep(seconds)
+        cpu1, t1 = process_cpu_s(proc.pid) or 0.0, time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        series = series_from_raw(raw, "node")
+    end = series.end
+    if end is None:
+        raise RuntimeError("the recorder wrote no end line")
+    whole = sum(c.cpu_s + (c.tool_cpu_s or 0.0) for c in end.cost)
+    steady = 100.0 * (cpu1 - cpu0) / (t1 - t0)
+    return steady, 100.0 * whole / end.wall_s, len(series.host), len(series.gpu)
 
 
 def _per_call_s(fn: Callable[[], object], repeat: int = 300) -> float:
@@ -124,6 +165,19 @@ def main() -> int:
     )
     console.print("Sampler on this machine", table, f"host: {detail}")
 
+    node_pct, whole_pct, readings, gpu_samples = recorder_cost(args.seconds)
+    node_ok = node_pct <= TARGET_PCT
+    table = Table("process", "interval", "wall s", "host readings", "GPU samples",
+                  "% of one core", "whole life %", "target")  # fmt: skip
+    table.add_row(
+        "recorder.py (python3 -I)", "1 s", f"{args.seconds:g}", str(readings),
+        str(gpu_samples), f"{node_pct:.3f}", f"{whole_pct:.3f}", "ok" if node_ok else "OVER",
+    )  # fmt: skip
+    console.print(
+        "A cluster node's recorder (once started; its whole life includes the interpreter's start)",
+        table,
+    )
+
     table = Table("source", "capture", f"µs per {GPUS}-GPU document", "% of one core at 1 s")
     for name, what, _, seconds in parser_costs():
         table.add_row(name, what, f"{seconds * 1e6:.0f}", f"{seconds * 100:.3f}")
@@ -134,7 +188,7 @@ def main() -> int:
     for name, lag in (("alone", alone), ("with the sampler at 0.1 s", sampled)):
         table.add_row(name, f"{lag['p50']:.2f}", f"{lag['p99']:.2f}", f"{lag['max']:.2f}")
     console.print("Does it block the load generator?", table)
-    return 0 if ok else 1
+    return 0 if ok and node_ok else 1
 
 
 if __name__ == "__main__":

@@ -145,6 +145,40 @@ def test_new_from_another_poc_is_an_include(workspace):
     assert shown["poc"]["name"] == "demo-bf16" and shown["serving"]["framework"] == "vllm"
 
 
+def test_new_for_a_model_with_a_published_score_proposes_a_criterion_that_validates(workspace):
+    """`--model` with a score in the shipped table: the proposal is printed and written
+    commented into poc.yaml; uncommented (the task's data given), the POC validates."""
+    name = "llama-3-8b-bf16-mi300x-vllm"
+    result = run("new", name, "--model", "meta-llama/Meta-Llama-3-8B-Instruct", cwd=workspace)
+    assert result.returncode == 0, result.stderr
+    assert "proposed criterion: accuracy.gsm8k.exact_match >= 0.718" in result.stdout
+    folder = workspace / "pocs" / name
+    text = (folder / "poc.yaml").read_text()
+    spec = yaml.safe_load(text)
+    assert spec["model"]["id"] == "meta-llama/Meta-Llama-3-8B-Instruct"
+    assert "facts" not in spec["model"]  # the template's Llama-3.1 facts are not kept
+    assert "vllm-project/vllm/blob/" in text  # the score's source
+    entry = next(line for line in text.splitlines() if "include: tasks/gsm8k" in line)
+    criterion = next(line for line in text.splitlines() if "accuracy.gsm8k." in line)
+    spec["serving"]["accuracy"] = [yaml.safe_load(entry.split("- ", 1)[1])]
+    spec["acceptance"]["criteria"].append(criterion.split("- ", 1)[1])
+    (folder / "tasks" / "gsm8k").mkdir(parents=True)
+    (folder / "tasks" / "gsm8k" / "gsm8k.yaml").write_text("task: gsm8k\n")
+    (folder / "poc.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
+    checked = run("validate", "--no-framework-check", name, cwd=workspace)
+    assert checked.returncode == 0, checked.stderr
+
+
+def test_new_for_a_model_without_a_score_proposes_nothing(workspace):
+    result = run("new", "acme-7b", "--model", "acme/acme-7b", cwd=workspace)
+    assert result.returncode == 0, result.stderr
+    assert "proposed criterion" not in result.stdout
+    assert "Published accuracy" not in (workspace / "pocs" / "acme-7b" / "poc.yaml").read_text()
+    bad = run("new", "acme-8b", "--model", "not a model id", cwd=workspace)
+    assert bad.returncode == 2 and "--model 'not a model id' is not a Hugging Face id" in bad.stderr
+    assert not (workspace / "pocs" / "acme-8b").exists()
+
+
 @pytest.mark.parametrize(
     ("name", "error"), [("Bad Name", "must be lowercase"), ("demo", "already exists")]
 )

@@ -459,3 +459,34 @@ def test_verbs_have_help():
     for verb in ("check", "apply", "revert"):
         out = _cli(verb, "--help")
         assert out.returncode == 0 and "--python PATH" in out.stdout, out.stderr
+
+
+@pytest.mark.integration
+def test_a_process_given_the_pristine_overlay_imports_vllm_unpatched(tmp_path, guarded):
+    """The parity baseline's view: with the demo patch applied, a process started with the
+    overlay first on PYTHONPATH imports collect_env without the patch (keeping the
+    installed file's name), while the environment, and a process without it, stay patched."""
+    from pocforge.frameworks.patching.pristine import overlay
+
+    installed, target, specs = guarded
+    spec = _poc(tmp_path, {DEMO_PATCH.name: DEMO_PATCH.read_text()})
+    specs.append(spec)
+    assert overlay(spec.name, "vllm", PYTHON, tmp_path / "none") is None  # nothing applied
+    assert not apply(spec, python=PYTHON).refused
+    made = overlay(spec.name, "vllm", PYTHON, tmp_path / "pristine")
+    assert made.modules == ["vllm.collect_env"] and made.unrestored == []
+    assert made.patches == [f"vllm/{DEMO_PATCH.name}"] and "unpatched" in made.note()
+    probe = "import vllm.collect_env as m; print(hasattr(m, 'POCFORGE_DEMO_PATCH'), m.__file__)"
+
+    def patched(extra: dict) -> tuple[str, str]:
+        env = {**os.environ, **extra}
+        out = subprocess.run(
+            [PYTHON, "-c", probe], capture_output=True, text=True, env=env, timeout=120, cwd="/"
+        )
+        assert out.returncode == 0, out.stderr[-2000:]
+        flag, file = out.stdout.split()
+        return flag, file
+
+    assert patched({}) == ("True", str(target))
+    assert patched({"PYTHONPATH": str(made.folder)}) == ("False", str(target))
+    assert b"POCFORGE_DEMO_PATCH" in target.read_bytes()  # the environment is still patched

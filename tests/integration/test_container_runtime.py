@@ -72,7 +72,7 @@ def served(tmp_path_factory):
             model,
             "vllm",
             name="in-podman",
-            engine_args={"max-num-seqs": 4},
+            engine_args={"max-num-seqs": 4, "enforce-eager": True},  # as every test server
             kernels=["rms_norm"],
             runtime=runtime,
         )

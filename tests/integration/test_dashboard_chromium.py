@@ -185,15 +185,18 @@ def test_chinese_dashboard_pdf_embeds_a_cjk_font(dashboards: dict[str, Path], tm
 
 def test_markup_from_the_spec_renders_as_text_and_runs_nothing(tmp_path: Path) -> None:
     """A customer name and a description carrying markup and a closing script tag (a
-    spec is written by people, results by tools) show as the text they are: no element is
-    made of them and no script of theirs runs."""
+    spec is written by people, results by tools) show as the text they are, on the page
+    and in its PDF: no element is made of them and no script of theirs runs."""
     exe = _chromium_or_skip()
     sync_api = pytest.importorskip("playwright.sync_api")
     from pocforge.spec import load_poc
 
     spec = load_poc("demo")
-    spec.poc.customer = '<img src=x onerror="window.__pwned=1">ACME'
-    spec.poc.description = "</script><script>window.__pwned=2</script> & <b>bold</b>"
+    spec.poc.customer = "<img src=x onerror=\"window.__pwned=1;document.title='PW'+'NED-1'\">ACME"
+    spec.poc.description = (
+        "</script><script>window.__pwned=2;"
+        "document.body.append('PW'+'NED-2')</script> & <b>bold</b>"
+    )
     store = RunStore(tmp_path / "results")
     run = store.create(spec)
     run.finish()
@@ -210,3 +213,12 @@ def test_markup_from_the_spec_renders_as_text_and_runs_nothing(tmp_path: Path) -
         text = page.locator("body").inner_text()
         browser.close()
     assert spec.poc.customer in text and spec.poc.description in text
+    # the PDF, printed by Chromium from the same page: the markup is its text, and what
+    # the scripts would have written (PWNED-1, PWNED-2) is nowhere
+    pypdf = pytest.importorskip("pypdf")
+    pdf = print_pdf(html, tmp_path / "markup.pdf")
+    reader = pypdf.PdfReader(pdf)
+    printed = " ".join(" ".join(page.extract_text().split()) for page in reader.pages)
+    assert " ".join(spec.poc.description.split()) in printed  # (the customer is on screen only)
+    assert "PWNED-1" not in printed and "PWNED-2" not in printed
+    assert "PWNED" not in str(reader.metadata or {})  # the document title

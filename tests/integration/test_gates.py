@@ -6,7 +6,9 @@
 - the same POC with the kit's RMSNorm zeroed (``POCFORGE_KERNELS_FAULT``) fails the sanity
   gate, which stops the serving stage before any sweep;
 - with the RMSNorm 5% off, the parity comparison against that baseline fails its criteria
-  and names the kernel.
+  and names the kernel;
+- a framework patch applied to the installed vLLM is in the candidate and not in the
+  baseline (imported from the originals the apply saved).
 
 Four server starts in all (eager mode, to start quickly)."""
 
@@ -21,14 +23,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pocforge.quality.completions import Completion
-from pocforge.quality.parity import collect, compare
-from pocforge.results.store import Run, RunStore
+from pocforge.results.store import Run
 from pocforge.results.verdicts import judge_run
-from pocforge.runner.gates import describe
-from pocforge.runner.local import serve
-from pocforge.spec import load_spec
-from pocforge.spec.schema import AcceptanceSpec
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
@@ -41,7 +37,7 @@ CRITERIA = [
 ]
 
 
-def workspace(root: Path) -> Path:
+def workspace(root: Path, kernels: tuple[str, ...] = ("rms_norm",), accuracy: bool = True) -> Path:
     spec = {
         "poc": {"name": "gates", "customer": "pocforge tests", "owner": "tests"},
         "model": {
@@ -55,7 +51,7 @@ def workspace(root: Path) -> Path:
         "serving": {
             "framework": "vllm",
             "engine_args": {"max-num-seqs": 4, "enforce-eager": True},
-            "kernels": ["rms_norm"],
+            "kernels": list(kernels),
             "workloads": [
                 {
                     "name": "chat",
@@ -69,6 +65,9 @@ def workspace(root: Path) -> Path:
         },
         "acceptance": {"criteria": CRITERIA},
     }
+    if not accuracy:
+        del spec["serving"]["accuracy"]
+        spec["acceptance"]["criteria"] = [c for c in CRITERIA if not c.startswith("accuracy.")]
     folder = root / "pocs" / "gates"
     folder.mkdir(parents=True)
     (folder / "poc.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -86,9 +85,47 @@ def run_in(root: Path, *args: str, env: dict | None = None) -> subprocess.Comple
     )
 
 
+# A framework patch on the serving path whose only effect is a line in the server's log:
+# the candidate (patched) says it, the parity baseline (unpatched) must not.
+MARKER = "pocforge-gates-patch: the patched vllm serve"
+PATCH = "\n".join(
+    [
+        "# pocforge-patch: framework=vllm version=0.32.0",
+        "# Test patch: the patched API server says so on stderr (tests/integration/test_gates.py).",
+        "--- a/vllm/entrypoints/launchers/api_server/entry.py",
+        "+++ b/vllm/entrypoints/launchers/api_server/entry.py",
+        "@@ -232,5 +232,9 @@",
+        "     uvloop.run(run_server(args))",
+        " ",  # the context's blank lines
+        " ",
+        "+# pocforge test patch: says on stderr that the patched server starts",
+        f'+__import__("sys").stderr.write("{MARKER}\\n")',
+        "+",
+        "+",
+        ' if __name__ == "__main__":',
+        "     main()",
+        "",
+    ]
+)
+
+
+def patch_verb(root: Path, verb: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [POCFORGE, "patch", verb, "gates"], cwd=root, capture_output=True, text=True, timeout=300
+    )
+
+
 @pytest.fixture(scope="module")
-def gated(tmp_path_factory):
+def gated(tmp_path_factory, request):
+    """The gates POC run with a framework patch applied to the installed vLLM (reverted at
+    the end, also when the run fails)."""
     root = workspace(tmp_path_factory.mktemp("gates"))
+    patches = root / "pocs" / "gates" / "patches" / "vllm"
+    patches.mkdir(parents=True)
+    (patches / "0001-gates-marker.patch").write_text(PATCH)
+    request.addfinalizer(lambda: patch_verb(root, "revert"))
+    applied = patch_verb(root, "apply")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
     done = run_in(root, "--stage", "serving", "--stage", "parity", "--stage", "report")
     (run,) = (root / "results" / "gates").iterdir()
     return root, run, done
@@ -106,6 +143,10 @@ def test_gates_run_and_pass_on_the_kits_correct_kernel(gated):
     assert parity["candidate"].endswith("kit kernels: rms_norm")
     assert parity["baseline"].endswith("kit kernels: none")
     assert parity["token_agreement"] == 1.0 and parity["max_logprob_diff"] < 1e-3
+    # the candidate ran the patched framework, the baseline the framework as it was
+    assert MARKER in (run / "serving" / "server.log").read_text()
+    assert MARKER not in (run / "parity" / "server.log").read_text()
+    assert any("the baseline ran the framework unpatched" in n for n in parity["notes"]), parity
     verdicts = {v.metric: v.verdict for v in judge_run(Run.open(run))}
     assert verdicts == {c.split()[0]: "pass" for c in CRITERIA}
     page = (run / "dashboard.html").read_text()
@@ -124,23 +165,23 @@ def test_a_zeroed_kernel_fails_the_sanity_gate_before_any_sweep(tmp_path):
     assert "Traceback" not in done.stdout + done.stderr
 
 
-def test_a_kernel_five_percent_off_fails_parity_naming_it(gated, tmp_path, monkeypatch):
-    root, run, _ = gated
-    spec = load_spec(root / "pocs" / "gates" / "poc.yaml")
-    baseline = [
-        Completion.model_validate(c)
-        for c in json.loads((run / "parity" / "baseline.json").read_text())
-    ]
-    monkeypatch.setenv("POCFORGE_KERNELS_FAULT", "rms_norm=1.05")
-    with serve(spec, tmp_path, say=lambda _: None) as (url, _server):
-        broken = collect(url, "tiny", spec.serving.parity)
-    result = compare(baseline, broken, spec.serving.parity, "vllm's own", describe(spec))
-    assert result.candidate.endswith("kit kernels: rms_norm")
-    assert result.token_agreement < 0.99 or result.max_logprob_diff > 0.02, result
-    # judged as a run's parity stage: its criteria fail
-    judged = RunStore(tmp_path / "results").create(spec)
-    with judged.stage("parity") as stage:
-        stage.write_json("result.json", json.loads(result.model_dump_json()))
-    judged.finish()
-    criteria = AcceptanceSpec.model_validate({"criteria": CRITERIA[2:]}).criteria
-    assert "fail" in [v.verdict for v in judge_run(judged, criteria)]
+def test_a_kernel_five_percent_off_fails_parity_and_bisection_names_it(tmp_path):
+    """Two kit kernels, the RMSNorm 5% off: the parity stage fails its criteria, serves
+    each kernel alone against the baseline and names the RMSNorm, not the SiLU."""
+    root = workspace(tmp_path, kernels=("rms_norm", "silu_and_mul"), accuracy=False)
+    done = run_in(
+        root, "--stage", "serving", "--stage", "parity",
+        env={"POCFORGE_KERNELS_FAULT": "rms_norm=1.05"},
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]  # criteria fail
+    (run,) = (root / "results" / "gates").iterdir()
+    parity = json.loads((run / "parity" / "result.json").read_text())
+    assert parity["candidate"].endswith("kit kernels: rms_norm, silu_and_mul")
+    assert parity["token_agreement"] < 0.99 or parity["max_logprob_diff"] > 0.02, parity
+    assert parity["culprits"] == ["rms_norm"], parity["trials"]
+    assert parity["trials"]["rms_norm"]["meets_criteria"] is False
+    assert parity["trials"]["silu_and_mul"]["meets_criteria"] is True
+    assert (run / "parity" / "bisect" / "rms_norm" / "result.json").is_file()
+    assert "parity: at fault: rms_norm" in done.stdout
+    verdicts = {v.metric: v.verdict for v in judge_run(Run.open(run))}
+    assert "fail" in [verdicts["parity.token_agreement"], verdicts["parity.max_logprob_diff"]]

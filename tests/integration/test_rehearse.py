@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -35,7 +36,7 @@ if _why:
     pytest.skip(f"rehearsal: {_why}", allow_module_level=True)
 
 POC = "tiny-llama-2node-fp32-cpu-vllm"
-LEFT_BEHIND = ("vllm", "pocforge", "deepspeed", "torch.distributed")
+LEFT_BEHIND = ("vllm", "pocforge", "deepspeed", "torch.distributed", "recorder.py")
 
 
 def _pocforge_containers() -> list[str]:
@@ -58,17 +59,20 @@ def _pocforge_containers() -> list[str]:
 
 def _long_enough_to_lose_a_node(poc_yaml: Path) -> None:
     """Each repeat of the POC's point runs 8 s (its 8 prompts take about one): long enough
-    to lose a node in, short enough that the resumed sweep is quick."""
+    to lose a node in, short enough that the resumed sweep is quick; the engines eager."""
     import yaml
 
     data = yaml.safe_load(poc_yaml.read_text())
     (workload,) = data["serving"]["workloads"]
     workload.update(num_prompts=400, duration_s=8)
+    # eager, as every test server: vLLM's CPU graph compile (g++ on 2 cores) is minutes
+    # per start under load, and the rehearsal starts the engines twice
+    data["serving"]["engine_args"]["enforce-eager"] = True
     poc_yaml.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
 @pytest.fixture(scope="module")
-def rehearsal(tmp_path_factory):
+def rehearsal(tmp_path_factory, request):
     """The POC copied into a workspace of its own and rehearsed: h2 (the headless engine's
     node) loses its sshd and every process once the sweep has four requests done; the
     failed attempt's state is recorded; h2 is brought back and the run resumed to the end.
@@ -79,6 +83,18 @@ def rehearsal(tmp_path_factory):
     root = tmp_path_factory.mktemp("rehearse")
     shutil.copytree(REPO / "pocs" / POC, root / "pocs" / POC)
     _long_enough_to_lose_a_node(root / "pocs" / POC / "poc.yaml")
+    _with_canary_secrets(root / "pocs" / POC / "poc.yaml")
+    saved = {name: os.environ.get(name) for name in CANARIES}
+    os.environ.update(CANARIES)
+
+    def restore() -> None:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+    request.addfinalizer(restore)
     runtime = "container" if shutil.which("podman") else "kit"
     with running_cluster(root / "nodes", 2, shared=(root,)) as made:
         variant, nodes = rehearsal_target(
@@ -147,6 +163,40 @@ def rehearsal(tmp_path_factory):
         }
 
 
+# Canary secrets the rehearsal carries from start to end (issue 18): a hub token in the
+# spec (``${ENV}``) and a credential-named variable in the controller's environment.
+CANARIES = {
+    "POCFORGE_CANARY_HF_TOKEN": "hf_CANARYrehearsal0123456789abcd",
+    "POCFORGE_CANARY_API_KEY": "sk-canary-rehearsal-9876543210",
+}
+
+
+def _with_canary_secrets(poc_yaml: Path) -> None:
+    import yaml
+
+    data = yaml.safe_load(poc_yaml.read_text())
+    data["model"]["hf_token"] = "${POCFORGE_CANARY_HF_TOKEN}"
+    poc_yaml.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def test_no_secret_reaches_any_file_of_the_run_nor_a_line_said(rehearsal):
+    """Every file the whole cluster run wrote (the manifest and spec dump, the plan,
+    ansible-runner's stdout and job events of every playbook, the nodes' collected logs,
+    the dashboard) and every line it said: no canary, in any of them."""
+    root = rehearsal["store"].root
+    files = [p for p in root.rglob("*") if p.is_file()]
+    assert len(files) > 50  # the whole run, ansible artifacts included
+    found = [
+        f"{p.relative_to(root)}: {name}"
+        for p in files
+        for name, value in CANARIES.items()
+        if value.encode() in p.read_bytes()
+    ]
+    said = "\n".join(rehearsal["lines"])
+    found += [f"said: {name}" for name, value in CANARIES.items() if value in said]
+    assert not found, found
+
+
 def test_the_whole_poc_runs_on_both_nodes(rehearsal):
     """Every stage completes; both hosts are in the health matrix; the benchmark ran from
     here against h1 and its requests were served by both data-parallel engines."""
@@ -207,6 +257,36 @@ def test_the_dashboard_shows_both_nodes_collectives_serving_and_training(rehears
     for result in across:
         assert (result.tool, result.ranks, result.nodes) == ("pocforge-gloo", 2, 2)
         assert max(row.busbw_gbs for row in result.rows) > 0
+
+
+def test_every_node_recorded_its_telemetry_for_the_points_and_the_training(rehearsal):
+    """Each node's recorder ran beside its launches (the node's own python3, no kit): the
+    controller parsed both nodes' files, each point's series holds both nodes' host samples
+    over its repeats, and, the nodes having no GPU tool and no readable RAPL, the points
+    say so rather than show an energy figure."""
+    from pocforge.telemetry.series import Series
+
+    run = rehearsal["run"]
+    for kind in ("serve", "train"):
+        for host in ("h1", "h2"):
+            series = Series.read(run.path / "cluster" / "telemetry" / f"{host}.{kind}.jsonl")
+            assert series.meta is not None and series.end is not None, (host, kind)
+            assert [s.name for s in series.meta.sources] == ["host"]
+            assert any(n.startswith("NVIDIA: no nvidia-smi") for n in series.meta.not_used)
+            assert len(series.host) >= 3 and series.unreadable == 0
+            # this attempt's recording only: h2 kept the lost attempt's file, set aside
+            assert min(s.timestamp_s for s in series.host) >= series.meta.started_s - 1
+    summary = json.loads((run.path / "serving" / "chat" / "summary.json").read_text())
+    (point,) = summary["points"]
+    series = Series.read(run.path / "serving" / "chat" / point["telemetry_file"])
+    assert {s.host for s in series.host} == {"h1", "h2"}
+    assert len(series.windows) == len(point["repeats"])
+    assert any(n.startswith("energy not measured: no power source") for n in point["notes"]), point[
+        "notes"
+    ]
+    training = Series.read(run.path / "training" / "telemetry.jsonl")
+    assert [w.label for w in training.windows] == ["training"]
+    assert {s.host for s in training.host} == {"h1", "h2"}
 
 
 def test_teardown_leaves_no_process_on_any_node(rehearsal):

@@ -12,70 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
+
+from tests.tinypoc import workspace
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
 POCFORGE = str(Path(sys.executable).parent / "pocforge")
-
-
-def workspace(
-    tmp_path: Path,
-    name: str,
-    *,
-    training: bool,
-    num_prompts: int,
-    concurrency: list[int],
-    osl: int = 8,
-) -> Path:
-    """A folder with ``pocs/<name>/poc.yaml`` (a tiny-model CPU POC) where runs land in results/."""
-    spec = {
-        "poc": {"name": name, "customer": "pocforge tests", "owner": "tests"},
-        "model": {
-            "id": "model",
-            "served_name": "tiny",
-            "dtype": "float32",
-            "max_model_len": 512,
-            "tiny": {"arch": "llama"},
-        },
-        "cluster": {"gpu": "cpu", "gpus_per_node": 1},
-        "serving": {
-            "framework": "vllm",
-            "engine_args": {"max-num-seqs": 8},
-            "workloads": [
-                {
-                    "name": "chat",
-                    "api": "chat",
-                    "dataset": {"kind": "random", "isl": 16, "osl": osl},
-                    "load": {"concurrency": concurrency},
-                    "num_prompts": num_prompts,
-                    "slos": [{"metric": "ttft_ms", "percentile": 90, "max_ms": 60000}],
-                    # vLLM's torch profiler around the second point (the resumed run's)
-                    "profile": {"points": [f"c{concurrency[-1]}"]},
-                }
-            ],
-        },
-        "acceptance": {
-            "criteria": ["serving.chat.ttft_ms.p90 <= 60000", "serving.chat.error_rate <= 0"]
-        },
-    }
-    if training:
-        spec["training"] = {
-            "framework": "deepspeed",
-            "zero_stage": 1,
-            "dtype": "float32",
-            "world_size": 2,
-            "micro_batch": 1,
-            "seq_len": 16,
-            "steps": 3,
-            "warmup_steps": 1,
-        }
-        spec["acceptance"]["criteria"].append("training.final_loss < 50")
-        spec["kernels"] = {"ops": [{"op": "rms_norm"}]}
-        spec["acceptance"]["criteria"].append("kernels.rms_norm.max_rel_error <= 0.02")
-    folder = tmp_path / "pocs" / name
-    folder.mkdir(parents=True)
-    (folder / "poc.yaml").write_text(yaml.safe_dump(spec, sort_keys=False))
-    return tmp_path
+PROMPTS = 24  # per point: the Ctrl-C lands after 3, the resumed sweep is short
 
 
 def manifest(run: Path) -> dict:
@@ -96,9 +38,12 @@ def interrupted_then_resumed(tmp_path_factory):
         tmp_path_factory.mktemp("run"),
         "e2e",
         training=True,
-        num_prompts=60,
+        num_prompts=PROMPTS,
         concurrency=[1, 2],
         osl=32,
+        # eager: the profiled point's trace then names the model's layers (a compiled
+        # graph runs them inlined, with no module events), and each start is 30 s shorter
+        engine_args={"enforce-eager": True, "max-num-seqs": 8},
     )
     proc = subprocess.Popen(
         [POCFORGE, "run", "e2e"],
@@ -149,7 +94,9 @@ def test_ctrl_c_keeps_finished_requests_and_resume_reruns_the_stage(interrupted_
     m = stopped["manifest"]
     assert m["status"] == "interrupted" and m["stages"]["serving"]["status"] == "interrupted"
     assert m["stages"]["kernels"]["status"] == "complete"  # the stage before it is kept
-    assert 3 <= stopped["kept"] < 60  # every finished request is on disk, the sweep did not finish
+    assert (
+        3 <= stopped["kept"] < PROMPTS
+    )  # every finished request is on disk, the sweep did not finish
     m = manifest(run)
     assert m["stages"]["serving.attempt-1"]["status"] == "interrupted"
     first = run / "serving.attempt-1" / "chat" / "requests-c1.jsonl"
@@ -176,7 +123,7 @@ def test_the_resumed_run_serves_trains_reports_and_judges(interrupted_then_resum
     summary = json.loads((run / "serving" / "chat" / "summary.json").read_text())
     assert [p["status"] for p in summary["points"]] == ["ok", "ok"]
     records = (run / "serving" / "chat" / "requests-c1.jsonl").read_text().splitlines()
-    assert len(records) == 60
+    assert len(records) == PROMPTS
     # the profiled point's traces: vLLM's Chrome trace names the model's own layers
     import gzip
 
@@ -184,13 +131,26 @@ def test_the_resumed_run_serves_trains_reports_and_judges(interrupted_then_resum
     (trace,) = profile.glob("rank0.*.pt.trace.json.gz")
     with gzip.open(trace) as handle:
         events = json.load(handle)["traceEvents"]
-    # the engine's own steps are in it (the model's layer names were there before the
-    # 32-step cap; with the cap they are not yet checked: see issue 16's note)
+    assert any(e.get("name", "").startswith("nn.Module: LlamaDecoderLayer") for e in events)
     assert any(e.get("cat") == "cpu_op" for e in events)
-    assert list(profile.glob("rank0.profiler_out.txt"))  # the profiler's top-ops table
+    if not list(profile.glob("rank0.profiler_out.txt")):  # the profiler's top-ops table
+        # vLLM sums the trace into it (torch's key_averages) and logs when that fails (seen
+        # here once: a UnicodeDecodeError inside torch); then the kit names it missing
+        log = (run / "serving" / "server.log").read_text(errors="replace")
+        assert "Failed to stop profiler" in log, "no table, and vLLM logged no failure"
+        assert "profile: c2: no table after" in result.stdout
     assert not list((run / "serving" / "chat" / "profile-c1").glob("*"))  # c1 not profiled
     training = json.loads((run / "training" / "summary.json").read_text())
     assert training["world_size"] == 2 and len(training["loss_curve"]) == 3
+    # the profiled training steps: a trace per rank that names the model's layers
+    for rank in (0, 1):
+        trace = run / "training" / "profile" / f"rank{rank}.pt.trace.json.gz"
+        with gzip.open(trace) as handle:
+            names = {e.get("name", "") for e in json.load(handle)["traceEvents"]}
+        assert "LlamaDecoderLayer model.layers.0" in names, rank
+        assert "aten::mm" in names or "aten::addmm" in names
+        table = (run / "training" / "profile" / f"rank{rank}.profiler_out.txt").read_text()
+        assert "Self CPU time total" in table
     assert (run / "dashboard.html").stat().st_size > 100_000  # plotly inlined: works offline
     # the planner closes the loop on this machine: its CPU entry predicted every sweep point
     # and the training run before they ran, and the dashboard reports its error (not that
@@ -201,6 +161,7 @@ def test_the_resumed_run_serves_trains_reports_and_judges(interrupted_then_resum
     assert plan["training"]["prediction"]["tokens_per_s_per_gpu"] > 0
     html = (run / "dashboard.html").read_text()
     assert "Planner: predicted vs measured" in html and "Median absolute throughput error" in html
+    assert 'id="profile-training"' in html and "rank0.pt.trace.json.gz" in html
 
     verify = subprocess.run(
         [POCFORGE, "results", "verify", str(run)], cwd=root, capture_output=True, text=True

@@ -8,7 +8,17 @@ arguments the plugin server has too (``tests/servers.py``).  One server start of
 
 from __future__ import annotations
 
+import json
+
 import pytest
+
+from pocforge.quality.parity import bisect, bounds, collect, compare, meets
+from pocforge.results.store import RunStore
+from pocforge.results.verdicts import judge_run
+from pocforge.runner.gates import baseline_spec, describe
+from pocforge.spec import load_spec
+from pocforge.spec.gates import ParityGate
+from pocforge.spec.schema import AcceptanceSpec
 
 from ..servers import SGLANG_ENGINE_ARGS
 from .plugin_fixtures import PROMPTS, Run, greedy, query_running, serve_and_query
@@ -24,16 +34,31 @@ REPLACED = {
 RAN = ["rms_norm", "fused_add_rms_norm", "silu_and_mul", "rotary_embedding"]
 
 
-def greedy_tokens(base: str) -> list[dict]:
-    return greedy(base, token_ids=False)
+GATE = ParityGate(prompts=8, max_tokens=12)  # the parity stage's prompts and top-k
+
+
+def greedy_tokens(base: str) -> dict:
+    """The greedy tokens of the hook's own check, and the parity gate's answers."""
+    return {"greedy": greedy(base, token_ids=False), "parity": collect(base, "tiny", GATE)}
 
 
 @pytest.fixture(scope="module")
-def with_plugin(tiny_llama, tmp_path_factory):
+def servers(tiny_llama, tmp_path_factory):
+    """The kit's kernels, and the same with the kit's RMSNorm 5% off (the parity gate must
+    catch it), started together."""
     serving = {"kernels": KERNELS, "engine_args": SGLANG_ENGINE_ARGS}
     folder = tmp_path_factory.mktemp("sglang-plugin")
-    (served,) = serve_and_query(Run("sglang", folder, tiny_llama, greedy_tokens, serving))
-    return served
+    broken = {**serving, "extra_env": {"POCFORGE_KERNELS_FAULT": "rms_norm=1.05"}}
+    kit, off = serve_and_query(
+        Run("sglang", folder / "kit", tiny_llama, greedy_tokens, serving),
+        Run("sglang", folder / "broken", tiny_llama, greedy_tokens, broken),
+    )
+    return kit, off, load_spec(folder / "kit" / "cpu-serve" / "poc.yaml")
+
+
+@pytest.fixture(scope="module")
+def with_plugin(servers):
+    return servers[0]
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +92,54 @@ def test_plain_server_is_untouched(plain):
 
 def test_greedy_outputs_match_plain_sglang(with_plugin, plain):
     """Same tokens for every prompt, log-probabilities equal to fp32 rounding."""
-    assert len(with_plugin.outputs) == len(plain.outputs) == len(PROMPTS)
-    for kit, ref in zip(with_plugin.outputs, plain.outputs, strict=True):
+    kits, refs = with_plugin.outputs["greedy"], plain.outputs["greedy"]
+    assert len(kits) == len(refs) == len(PROMPTS)
+    for kit, ref in zip(kits, refs, strict=True):
         assert kit["tokens"] == ref["tokens"]
         assert kit["logprobs"] == pytest.approx(ref["logprobs"], abs=1e-4)
+
+
+def test_parity_gate_passes_the_kit_kernels_and_fails_a_broken_rms_norm(servers, plain, tmp_path):
+    """The parity stage's comparison on SGLang: plain SGLang as the baseline, the kit's
+    kernels pass the criteria; with the kit's RMSNorm 5% off they fail, the candidate
+    naming the kit's kernels."""
+    kit, broken, spec = servers
+    baseline = describe(baseline_spec(spec))
+    criteria = AcceptanceSpec.model_validate(
+        {"criteria": ["parity.token_agreement >= 0.99", "parity.max_logprob_diff <= 0.02"]}
+    ).criteria
+    verdicts = {}
+    for label, served in (("kit", kit), ("broken", broken)):
+        result = compare(
+            plain.outputs["parity"], served.outputs["parity"], GATE, baseline, describe(spec)
+        )
+        assert result.candidate.endswith("kit kernels: rms_norm, silu_and_mul, rotary_embedding")
+        run = RunStore(tmp_path / label).create(spec)
+        with run.stage("parity") as stage:
+            stage.write_json("result.json", json.loads(result.model_dump_json()))
+        run.finish()
+        verdicts[label] = ([v.verdict for v in judge_run(run, criteria)], result)
+    assert verdicts["kit"][0] == ["pass", "pass"], verdicts["kit"][1]
+    assert "fail" in verdicts["broken"][0], verdicts["broken"][1]
+
+
+def test_bisection_names_the_broken_rms_norm_among_sglangs_kit_kernels(plain, tiny_llama, tmp_path):
+    """The parity stage's bisection on SGLang: subsets of the kit's kernels, the RMSNorm
+    still 5% off, each served and compared with plain SGLang; the RMSNorm is named."""
+    limits = bounds([])
+    tried = []
+
+    def fails(subset: list[str]) -> bool:
+        serving = {
+            "kernels": subset,
+            "engine_args": SGLANG_ENGINE_ARGS,
+            "extra_env": {"POCFORGE_KERNELS_FAULT": "rms_norm=1.05"},
+        }
+        folder = tmp_path / "-".join(subset)
+        (served,) = serve_and_query(Run("sglang", folder, tiny_llama, greedy_tokens, serving))
+        result = compare(plain.outputs["parity"], served.outputs["parity"], GATE, "plain", "kit")
+        tried.append((subset, result.token_agreement, result.max_logprob_diff))
+        return not meets(result, limits)
+
+    assert bisect(KERNELS, fails) == ["rms_norm"], tried
+    assert [t[0] for t in tried] == [["rms_norm"], ["silu_and_mul", "rotary_embedding"]]

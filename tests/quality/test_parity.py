@@ -61,3 +61,72 @@ def test_summary_over_prompts():
 
 def test_the_fixed_prompts_cover_the_largest_gate():
     assert len(PROMPTS) >= ParityGate.model_fields["prompts"].metadata[1].le
+
+
+def test_bisection_names_the_kernels_that_fail_on_their_own():
+    from pocforge.quality.parity import bisect
+
+    def trial(bad: set[str], tried: list):
+        def fails(subset):
+            tried.append(list(subset))
+            return bool(bad & set(subset))
+
+        return fails
+
+    tried: list = []
+    kernels = ["rms_norm", "silu_and_mul", "rotary_embedding", "fused_moe"]
+    assert bisect(kernels, trial({"rotary_embedding"}, tried)) == ["rotary_embedding"]
+    assert tried == [
+        ["rms_norm", "silu_and_mul"],
+        ["rotary_embedding", "fused_moe"],
+        ["rotary_embedding"],
+        ["fused_moe"],
+    ]
+    assert bisect(kernels, trial({"rms_norm", "fused_moe"}, [])) == ["rms_norm", "fused_moe"]
+    # no part fails alone: nothing named at the top (the patches, or all together)
+    assert bisect(kernels, lambda subset: False) == []
+    # a pair that fails only together is named as the pair
+    together = lambda subset: set(subset) >= {"rms_norm", "silu_and_mul"}  # noqa: E731
+    assert bisect(kernels, together) == ["rms_norm", "silu_and_mul"]
+
+
+def test_bounds_come_from_the_pocs_parity_criteria_else_the_defaults():
+    from pocforge.quality.parity import DEFAULT_BOUNDS, bounds, meets
+    from pocforge.spec.schema import AcceptanceSpec
+
+    criteria = AcceptanceSpec.model_validate(
+        {"criteria": ["parity.token_agreement >= 0.9", "serving.chat.ttft_ms.p99 <= 100"]}
+    ).criteria
+    assert bounds(criteria) == [("token_agreement", ">=", 0.9)]
+    assert bounds([]) == list(DEFAULT_BOUNDS)
+
+    class Result:
+        token_agreement, max_logprob_diff = 0.95, None  # no log-probabilities: not held against
+
+    assert meets(Result, [("token_agreement", ">=", 0.9), ("max_logprob_diff", "<=", 0.02)])
+    assert not meets(Result, list(DEFAULT_BOUNDS))
+
+
+@pytest.mark.process  # the run store records git provenance
+def test_the_dashboard_names_the_bisections_culprits_and_lists_its_trials(tmp_path):
+    from pocforge.report import render
+    from pocforge.results.store import RunStore
+    from pocforge.spec import load_poc
+
+    base = [answer(p, ["a", "c", "e"], TOPS) for p in ("p1", "p2")]
+    off = [answer("p1", ["a", "d", "x"], [TOPS[0], {"c": -1.0, "d": -0.5}, {"x": -0.1}])]
+    result = compare(base, [*off, base[1]], GATE, "vllm with kit kernels: none", "kit")
+    result.culprits = ["rms_norm"]
+    result.trials = {
+        "rms_norm": {"token_agreement": 0.5, "max_logprob_diff": 0.8, "meets_criteria": False},
+        "silu_and_mul": {"token_agreement": 1.0, "max_logprob_diff": 0.0, "meets_criteria": True},
+    }
+    run = RunStore(tmp_path / "results").create(load_poc("demo"))
+    with run.stage("parity") as stage:
+        stage.write_json("result.json", result)
+    run.finish()
+    page = render(run.path).read_text()
+    culprits = page[page.index('id="parity-culprits"') :].split("</p>", 1)[0]
+    assert "rms_norm" in culprits and "silu_and_mul" not in culprits
+    trials = page[page.index('class="parity-trials"') :].split("</table>", 1)[0]
+    assert trials.count("<tr") == 3 and 'class="limited"><td>rms_norm' in trials

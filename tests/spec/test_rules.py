@@ -490,3 +490,15 @@ def test_a_profiled_point_is_one_of_the_workloads(load, good):
     good["serving"]["workloads"][0]["profile"] = {"points": ["c8", "c16"]}
     (msg,) = messages(load, good)
     assert "profile.points.1: 'c16' is not a point of workload chat (c1, c8)" in msg
+
+
+def test_profiled_training_steps_are_steps_of_the_run(load, good):
+    good["training"] = training(profile={"steps": [1, 2]})
+    assert load(good).training.profile.steps == [1, 2]
+    steps = good["training"]["steps"]
+    good["training"]["profile"] = {"steps": [1, steps]}
+    (msg,) = messages(load, good)
+    assert f"training.profile.steps.1: step {steps} is not a step of the run" in msg
+    good["training"]["profile"] = {"steps": [1]}
+    good["training"]["framework"] = "megatron"  # Megatron-LM's own profiler flags
+    assert load(good).training.profile.steps == [1]

@@ -30,9 +30,7 @@ from pocforge.telemetry.host import (
     rapl_packages,
 )
 from pocforge.telemetry.parsers import (
-    NVIDIA_SMI_QUERY_FIELDS,
     GpuSample,
-    nvidia_smi_rows,
     parse_dcgm_exporter,
 )
 from pocforge.telemetry.sampler import (
@@ -48,13 +46,9 @@ from pocforge.telemetry.sampler import (
     read_nvidia_smi,
 )
 from pocforge.telemetry.series import Series, window
+from tests.telemetry.captures import h100_noheader_lines, read
 
-DATA = Path(__file__).resolve().parents[1] / "data" / "telemetry"
 T = 1_764_590_400.0
-
-
-def read(name: str) -> str:
-    return (DATA / name).read_text()
 
 
 # --- the host, for real ---------------------------------------------------------------------
@@ -182,18 +176,6 @@ def test_host_source_gives_package_energy_and_power(tmp_path):
 
 
 # --- the vendor tools' streams, on real captures ------------------------------------------
-
-
-def h100_noheader_lines() -> list[str]:
-    """The 4x H100 capture's rows re-printed in the sampler's noheader query order (its
-    power.draw.average as power.draw; clocks_event_reasons.active was not queried there,
-    so [N/A])."""
-    rows = nvidia_smi_rows(read("nvidia_smi_csv_nounits_4xh100.csv"))
-    column = {"power.draw": "power.draw.average"}
-    return [
-        ", ".join(row.get(column.get(f, f)) or "[N/A]" for f in NVIDIA_SMI_QUERY_FIELDS) + "\n"
-        for row in rows
-    ]
 
 
 def test_nvidia_smi_loop_lines_become_samples():

@@ -6,6 +6,7 @@ run's."""
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -13,6 +14,7 @@ import pytest
 from pocforge.frameworks import LaunchContext
 from pocforge.frameworks.process import free_port
 from pocforge.spec import load_spec
+from pocforge.spec.schema import TrainingProfile
 from pocforge.training.megatron_log import read_log
 from pocforge.training.run import run_training
 from pocforge.training.summary import TrainingSummary
@@ -22,6 +24,7 @@ from ..conftest import REPO
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 LAYOUTS = {"tp1": (1, 1, 1), "tp2": (2, 2, 1), "pp2": (2, 1, 2)}  # (world, tp, pp)
+PROFILED = [2, 3]  # steps from 0: Megatron's iterations 3 and 4
 
 
 @pytest.fixture(scope="module")
@@ -32,6 +35,8 @@ def runs(tmp_path_factory):
         spec = load_spec(REPO / "pocs" / "tiny-llama-fp32-cpu-megatron" / "poc.yaml")
         spec.cluster.gpus_per_node = world
         spec.training.megatron.tp, spec.training.megatron.pp = tp, pp
+        if name == "pp2":  # Megatron-LM's profiler flags, on both ranks
+            spec.training.profile = TrainingProfile(steps=PROFILED)
         out = tmp_path_factory.mktemp(name)
         ctx = LaunchContext.local(REPO, port=free_port())
         found[name] = (run_training(spec, out, ctx, timeout_s=300), out)
@@ -69,3 +74,28 @@ def test_log_is_megatrons_format_from_the_last_rank(runs):
     assert [r.iteration for r in log.iterations] == [1, 2, 3, 4, 5, 6]
     assert {r.global_batch_size for r in log.iterations} == {4}
     assert all(r.lm_loss and r.grad_norm for r in log.iterations)
+
+
+def test_megatrons_profiler_flags_record_the_chosen_steps_on_every_rank(runs):
+    """``--profile --use-pytorch-profiler --profile-step-start 3 --profile-step-end 5`` on
+    Megatron's schedule: each rank's trace holds exactly its iterations 3 and 4 (steps 2
+    and 3 from 0) and Megatron-Core's layers; the table names the operations; the loss
+    is the same as unprofiled and the profiled iterations are left out of the rates."""
+    summary, out = runs["pp2"]
+    command = (out / "train.log").read_text().splitlines()[0]
+    assert "--profile --use-pytorch-profiler --profile-step-start 3 --profile-step-end 5" in command
+    for rank in (0, 1):
+        trace = json.loads(
+            gzip.decompress((out / "profile" / f"rank{rank}.pt.trace.json.gz").read_bytes())
+        )
+        steps = {
+            e["name"] for e in trace["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")
+        }
+        assert steps == {"ProfilerStep#3", "ProfilerStep#4"}, steps
+        assert any(e.get("name", "").startswith("aten::") for e in trace["traceEvents"])
+        table = (out / "profile" / f"rank{rank}.profiler_out.txt").read_text()
+        assert "Self CPU" in table and "aten::" in table
+    assert losses(summary) == losses(runs["tp1"][0])
+    log = read_log(out / "train.log")
+    kept = [r.elapsed_ms for r in log.iterations if r.iteration > 1 and r.iteration not in (3, 4)]
+    assert summary.reported["elapsed_ms"] == pytest.approx(sum(kept) / len(kept))

@@ -170,6 +170,9 @@ async def run_load(
     loop = asyncio.get_running_loop()
     pending: collections.deque = collections.deque()
     draining = False
+    # a record that could not be written (the results disk is full): the load stops at
+    # once and the error is raised when the requests in flight have ended
+    broken: list[OSError] = []
 
     def drain_one() -> None:
         nonlocal draining
@@ -192,8 +195,12 @@ async def run_load(
         )
         rec.turn = spec.turn
         records.append(rec)
-        if on_record is not None:
-            on_record(rec)
+        if on_record is not None and not broken:
+            try:
+                on_record(rec)
+            except OSError as exc:
+                broken.append(exc)
+                stop.set()
         if pending:
             loop.call_soon(drain_one)
         else:
@@ -256,6 +263,8 @@ async def run_load(
     finally:
         probe.stop()
         gc.unfreeze()
+    if broken:
+        raise broken[0]
     return RunOutcome(records, duration, sent, last_send, lag, cpu, interrupted, t0_unix)
 
 

@@ -193,7 +193,6 @@ async def run_repeat(
         count_tokens=tok.count if tok else None,
     )
     progress.end()
-    writer.flush()
     server = await scraper.stop() if scraper else None
     recs = sorted(outcome.records, key=lambda r: r.index)
     done = sum(r.success for r in recs)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import aiohttp
 
-from pocforge.bench.aggregate import aggregate, verdicts
+from pocforge.bench.aggregate import best_passing, judge_point
 from pocforge.bench.client import (
     ENDPOINTS,
     make_session,
@@ -167,13 +167,7 @@ async def _points(
                 f"repeat {r.repeat}: {r.error}" for r in point.repeats if r.error
             )
         await asyncio.to_thread(hook.after, point)
-        added = {k for r in point.repeats for k in r.metrics} - set(summary.definitions)
-        summary.definitions.update(definitions(sorted(added)))
-        point.aggregate = aggregate(point.repeats)
-        point.verdicts = (
-            verdicts(cfg, per_repeat, point.repeats) if point.status != "failed" else []
-        )
-        point.client_limited = any(r.client.limited for r in point.repeats)
+        judge_point(summary, point, cfg, per_repeat)
         write_summary(summary, out_dir)
 
     summary.finished_at = now()
@@ -183,13 +177,7 @@ async def _points(
         summary.status = "failed"
     else:
         summary.status = "complete"
-    passing = [
-        p
-        for p in summary.points
-        if p.status == "ok" and p.verdicts and all(v.verdict == "pass" for v in p.verdicts)
-    ]
-    if passing:
-        summary.best_passing_point = max(passing, key=lambda p: p.value).id
+    summary.best_passing_point = best_passing(summary)
     write_summary(summary, out_dir)
     return summary
 

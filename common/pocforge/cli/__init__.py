@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 
 import click
 
@@ -26,7 +28,26 @@ _VERB_MODULES = [
 ]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+class _Kit(click.Group):
+    """The verbs' last word on an error nothing else caught: one line, no traceback
+    (``POCFORGE_DEBUG=1`` shows it). A disk that fills or turns read-only mid-run is the
+    common case: what the verb wrote before stays whole (atomic writes, whole records)."""
+
+    def invoke(self, ctx: click.Context):
+        from pocforge.cli.common import os_error_line
+
+        try:
+            return super().invoke(ctx)
+        except OSError as exc:
+            if os.environ.get("POCFORGE_DEBUG"):
+                raise
+            click.echo(os_error_line(exc), err=True)
+            sys.exit(1)
+
+
+@click.group(
+    cls=_Kit, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100}
+)
 @click.version_option(__version__, prog_name="pocforge")
 def main() -> None:
     """pocforge: one spec per customer POC, turned into a verified answer.

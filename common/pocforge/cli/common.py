@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -16,6 +17,29 @@ def fail(message: str, code: int = 2) -> NoReturn:
     """Print ``message`` to stderr and exit with ``code`` (2: the user's input is wrong)."""
     click.echo(message, err=True)
     sys.exit(code)
+
+
+# What a full, read-only or lost results disk raises: said in one line, never a traceback.
+_DISK = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "the disk quota is exhausted",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EIO: "an I/O error on the device",
+}
+
+
+def os_error_line(exc: OSError) -> str:
+    """One line for an ``OSError`` a verb did not expect: what, where, and the fix."""
+    what = _DISK.get(exc.errno, exc.strerror or type(exc).__name__)
+    where = f" writing {exc.filename}" if exc.filename else ""
+    fix = ""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES):
+        fix = (
+            ": free space there, or write elsewhere (POCFORGE_RESULTS=<folder>, or --out);"
+            " every file written before stays whole"
+        )
+    return f"error: {what}{where}{fix}"
 
 
 def pocs_or_paths(targets: tuple[str, ...]) -> list[Path]:

@@ -43,6 +43,9 @@ def verify_cmd(run: str, root: str | None) -> None:
     click.echo(
         f"{report.run}: {state} ({report.files} files in the manifest, status {report.status})"
     )
+    if report.status == "running" and report.incomplete:
+        poc, run_id = report.run.split("/", 1) if "/" in report.run else ("<poc>", report.run)
+        click.echo(f"cut off: finish it with `pocforge run <pocs/{poc}> --resume {run_id}`")
     raise SystemExit(0 if report.ok else 1)
 
 

@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from pocforge.cli.common import fail
+from pocforge.cli.common import fail, os_error_line
 from pocforge.spec import SpecError, load_poc
 
 # Every stage a run can have (kept in step with pocforge.runner.CLUSTER_STAGES by a test;
@@ -56,6 +56,10 @@ def run_cmd(poc: str, resume: str | None, stages: tuple[str, ...]) -> None:
         fail(str(exc), code=1)
     except KeyboardInterrupt:
         sys.exit(130)
+    except OSError as exc:  # a results disk that filled up or went read-only
+        if os.environ.get("POCFORGE_DEBUG"):
+            raise
+        fail(os_error_line(exc), code=1)
     except Exception as exc:  # a stage broke: the run keeps what it gathered and says so
         if os.environ.get("POCFORGE_DEBUG"):
             raise

@@ -66,8 +66,14 @@ def _run_status(name: str) -> str:
     metavar="POC",
     help="Derive from this POC (an include: plus the keys that differ).",
 )
-def new_cmd(name: str, base: str | None) -> None:
-    """Scaffold pocs/NAME from pocs/_template, or derive it from another POC."""
+@click.option(
+    "--model",
+    metavar="HF_ID",
+    help="The model to serve or train (model.id); the shipped catalog gives its facts.",
+)
+def new_cmd(name: str, base: str | None, model: str | None) -> None:
+    """Scaffold pocs/NAME from pocs/_template, or derive it from another POC. Where a score
+    is published for the model, an accuracy criterion is proposed (commented in poc.yaml)."""
     if not re.match(NAME_PATTERN, name):
         fail(
             f"POC name {name!r} must be lowercase letters, digits, '.', '_' or '-' (e.g. llama-3.1-70b-bf16-mi300x-vllm)"
@@ -75,32 +81,54 @@ def new_cmd(name: str, base: str | None) -> None:
     target = pocs_dir() / name
     if target.exists():
         fail(f"{target} already exists; pick another name or edit it")
+    if model is not None and not re.fullmatch(r"[\w.-]+(/[\w.-]+)?", model):
+        fail(f"--model {model!r} is not a Hugging Face id (e.g. meta-llama/Llama-3.1-8B-Instruct)")
+    spec_file = target / "poc.yaml"
     if base is None:
         shutil.copytree(pocs_dir() / "_template", target)
-        spec_file = target / "poc.yaml"
-        spec_file.write_text(
-            re.sub(r"(?m)^(  name:) .*$", rf"\1 {name}", spec_file.read_text(), count=1)
-        )
+        text = re.sub(r"(?m)^(  name:) .*$", rf"\1 {name}", spec_file.read_text(), count=1)
+        if model is not None:
+            text = _with_model(text, model)
+        spec_file.write_text(text)
     else:
         try:
             load_poc(base)
         except SpecError as exc:
             fail(f"cannot derive from {base!r}:\n{exc}")
         target.mkdir(parents=True)
-        (target / "poc.yaml").write_text(
+        spec_file.write_text(
             f"# Derived from {base}: only the keys that differ are written here.\n"
             f"include: ../{base}/poc.yaml\n\npoc:\n  name: {name}\n"
+            + (f"\nmodel:\n  id: {model}\n" if model is not None else "")
         )
         (target / "README.md").write_text(
             f"# {name}\n\nA variant of [{base}](../{base}/README.md). Say what differs and why.\n"
         )
     try:
-        load_poc(name)
+        spec = load_poc(name)
     except SpecError as exc:
         fail(f"created {target}, but it does not validate:\n{exc}")
     click.echo(
         f"created {target.relative_to(pocs_dir().parent)}/ — edit poc.yaml, then: pocforge validate {name}"
     )
+    from pocforge.quality.scores import commented_block, proposals
+
+    if found := proposals(spec.model.id):
+        with spec_file.open("a") as out:
+            out.write(commented_block(found))
+        for p in found:
+            click.echo(
+                f"published {p.score.task} score for {spec.model.id}: {p.key} "
+                f"{p.score.values[p.key]} ({p.score.source}); proposed criterion: {p.criterion} "
+                "(commented in poc.yaml: the task needs its data in the POC folder)"
+            )
+
+
+def _with_model(text: str, model: str) -> str:
+    """The template's text with ``model.id`` set, its example facts dropped (the catalog
+    has the facts of the models it knows; ``validate`` names what else it needs)."""
+    text = re.sub(r"(?m)^(  id:) .*$", rf"\1 {model}", text, count=1)
+    return re.sub(r"(?m)^  # The model's config.json.*\n  facts: .*\n", "", text, count=1)
 
 
 @click.command("validate")

@@ -85,4 +85,8 @@ def _bringup_vars(spec: Any) -> dict:
     if weights is not None:
         out["model_staging_source"] = weights.source
         out["model_staging_dest"] = weights.dest
+        token = getattr(spec.model, "hf_token", None)
+        if token is not None and weights.source.startswith("hf://"):
+            # a gated model's mirror: the token reaches only the download task (no_log)
+            out["model_staging_env"] = {"HF_TOKEN": token.get_secret_value()}
     return out

@@ -104,8 +104,9 @@ def workload_vars(
 
 
 def adopt_training(stage: Any, collected: Path) -> Path | None:
-    """Into ``stage``: rank 0's training folder from the node that wrote it, and every
-    node's launcher logs (``logs/<host>/``); the adopted summary's path, or None."""
+    """Into ``stage``: rank 0's training folder from the node that wrote it, every node's
+    launcher logs (``logs/<host>/``) and the other nodes' ranks' profiles (``profile/``);
+    the adopted summary's path, or None."""
     workdir = WORKDIR.strip("/")
     nodes = sorted(p for p in collected.iterdir() if p.is_dir()) if collected.is_dir() else []
     for node in nodes:
@@ -116,5 +117,8 @@ def adopt_training(stage: Any, collected: Path) -> Path | None:
                 logs = other / workdir / "logs"
                 if logs.is_dir():
                     stage.add_tree(logs, f"logs/{other.name}")
+                profiled = other / workdir / TRAINING_DIR / "profile"  # rank<r>.*: no clashes
+                if other != node and profiled.is_dir():
+                    stage.add_tree(profiled, "profile")
             return stage.dir / "summary.json"
     return None

@@ -86,6 +86,7 @@ def run_config(spec: PocSpec, out_dir: Path) -> dict:
         "peak_tflops": peak,
         "seed": 0,
         "out": str(out_dir / "summary.json"),
+        "profile_steps": sorted(training.profile.steps) if training.profile else [],
     }
 
 

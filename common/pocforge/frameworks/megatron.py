@@ -147,6 +147,9 @@ def megatron_args(spec: PocSpec) -> list[str]:
             "--tokenizer-model", str(layout.data.tokenizer),
             "--split", "100,0,0",
         ]  # fmt: skip
+    if training.profile is not None:
+        world = training.world_size or spec.cluster.total_gpus
+        args += profile_args(training.profile.steps, world)
     # A throughput run: log every iteration with its TFLOP/s, no evaluation, no checkpoint.
     args += ["--log-interval", "1", "--log-throughput", "--eval-iters", "0", "--eval-interval", str(training.steps + 1)]  # fmt: skip
     if on_cpu:
@@ -166,6 +169,36 @@ def megatron_args(spec: PocSpec) -> list[str]:
     else:
         args += ["--transformer-impl", "transformer_engine", "--distributed-backend", "nccl"]
     return args + list(layout.extra_args)
+
+
+PROFILE_DIR = "profile/tensorboard"  # under the training stage's folder (the launch's cwd)
+
+
+def profiled_iterations(steps: list[int]) -> range:
+    """The Megatron iterations (its log numbers them from 1) that profile the spec's steps
+    (counted from 0): step ``k`` is iteration ``k + 1``, from the first step to the last."""
+    return range(min(steps) + 1, max(steps) + 2)
+
+
+def profile_args(steps: list[int], world: int) -> list[str]:
+    """Megatron-LM's torch profiler over the spec's steps on every rank.
+
+    Megatron starts the profiler before its loop and steps it at the top of each iteration,
+    on ``schedule(wait=start-1, warmup=1, active=end-start)``: it records iterations
+    ``start`` to ``end - 1`` (:func:`profiled_iterations`). Its trace handler writes to
+    ``--tensorboard-dir`` (newer releases to ``<tensorboard-dir>/../torch_profile/``): both
+    land under ``training/profile/``.
+    """
+    iterations = profiled_iterations(steps)
+    start, end = iterations.start, iterations.stop
+    return [
+        "--profile",
+        "--use-pytorch-profiler",
+        "--profile-step-start", str(start),
+        "--profile-step-end", str(end),
+        "--profile-ranks", *[str(r) for r in range(world)],
+        "--tensorboard-dir", PROFILE_DIR,
+    ]  # fmt: skip
 
 
 def _dashes_to_overrides(args: list[str]) -> dict:

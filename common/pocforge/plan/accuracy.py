@@ -86,6 +86,7 @@ def replay(point: dict) -> Replay:
             cp=point.get("cp") or 1,
             zero=zero,
             micro_batch=point.get("micro_batch") or 1,
+            recompute=point.get("recompute") or "none",  # as the source states it
         )
         model = Training(shape, layout, device, framework, point["precision"])
         got = model.predict(TrainingPoint(point["seq_len"], point["global_batch"]))
@@ -165,7 +166,8 @@ def markdown(replays: list[Replay]) -> str:
         "Replay conventions: a serving point without a concurrency is an offline run (the engine "
         "batches as many requests as its KV cache and batch limit take); its KV cache is fp8 "
         "when the weights are fp8 or fp4; NeMo, Megatron-Bridge and torchtitan layouts run as "
-        "Megatron's (distributed optimizer); MFU and TFLOP/s count model FLOPs as Megatron does.",
+        "Megatron's (distributed optimizer); a training point recomputes activations only where "
+        "its source says so (`recompute`); MFU and TFLOP/s count model FLOPs as Megatron does.",
         "",
     ]
     return "\n".join(lines)
@@ -180,7 +182,7 @@ GRID = {
     "serving.decode_efficiency": [x / 20 for x in range(4, 21)],
     "serving.kv_read_efficiency": [x / 20 for x in range(2, 21)],
     "serving.moe_efficiency": [x / 20 for x in range(2, 21)],
-    "training.gemm_share": [x / 20 for x in range(8, 21)],
+    "training.elementwise_passes": [float(x) for x in range(100, 601, 20)],
     "training.moe_efficiency": [x / 40 for x in range(1, 41)],
 }
 

@@ -5,8 +5,11 @@ twice the forward), attention counted causally (half the score matrix), as Megat
 ``num_floating_point_operations`` and torchtitan count them; full recompute adds a
 forward the MFU does not count. The step:
 
-- compute: the GPU's share of the step's FLOPs at ``matrix_eff`` for the GEMMs, which are
-  ``gemm_share`` of the compute time (``calibration.yaml``);
+- compute: the GPU's share of the step's FLOPs at ``matrix_eff`` for the GEMMs, attention
+  at flash attention's share of the peak, and the memory-bound rest (norms, activations,
+  rotary, residuals, casts) as ``elementwise_passes`` reads and writes of each token's
+  hidden vector per layer at HBM speed (``calibration.yaml``): it grows with the hidden
+  size while the GEMMs grow with its square, so it weighs more on small models;
 - the pipeline bubble of 1F1B, ``(pp-1)/(v·m+pp-1)`` of the step for ``m`` micro-batches
   and ``v`` virtual stages per GPU (Megatron's interleaved schedule; its extra stage-to-stage
   sends are counted with the TP traffic's exposure);
@@ -77,8 +80,9 @@ class Training:
     def _compute_seconds(self, global_batch: int, seq_len: int) -> float:
         """GPU-seconds of a step's compute: the GEMMs at the precision's achievable rate
         (routed experts at ``moe_efficiency`` of it), attention at flash attention's share
-        of the bf16 peak, and the rest (norms, activations, casts, the optimizer) as a
-        share of the GEMM time in bf16 (it does not speed up with fp8)."""
+        of the bf16 peak, and the memory-bound rest (norms, activations, rotary, residuals,
+        the casts around fp8 GEMMs): ``elementwise_passes`` bf16 reads and writes of a
+        token's hidden vector per layer, forward and backward, at HBM speed."""
         shape, dev = self.shape, self.device
         cal = calibration()["training"]
         tokens = global_batch * seq_len
@@ -88,7 +92,7 @@ class Training:
         rate = dev.flops(self.precision)
         gemm = matmul / rate + self._expert_seconds(global_batch, seq_len) / cal["moe_efficiency"]
         attend = attention / (dev.peak_flops("bf16") * cal["attention_efficiency"])
-        other = (1 / cal["gemm_share"] - 1) * (matmul + experts) / dev.flops("bf16")
+        other = cal["elementwise_passes"] * tokens * shape.layers * shape.hidden * 2 / dev.mem_bw
         return gemm + attend + other
 
     def _expert_seconds(self, global_batch: int, seq_len: int) -> float:

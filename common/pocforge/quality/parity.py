@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from pocforge.quality.completions import Completion, complete
 from pocforge.spec.gates import ParityGate
+from pocforge.stats import decide
 
 SCHEMA_VERSION = 1
 
@@ -88,6 +89,14 @@ class ParityResult(BaseModel):
     kl: float | None = Field(description="Mean KL(baseline ‖ candidate) over compared positions.")
     max_kl: float | None
     notes: list[str] = Field(default_factory=list)
+    culprits: list[str] = Field(
+        default_factory=list,
+        description="The kit kernels that fail parity on their own (bisection).",
+    )
+    trials: dict[str, dict] = Field(
+        default_factory=dict,
+        description="Each bisection trial: its kernels (comma-joined) -> its agreement, largest log-prob difference and whether it met the criteria.",
+    )
     per_prompt: list[PromptParity]
     definitions: dict[str, str] = Field(default_factory=dict)
 
@@ -182,3 +191,46 @@ def compare(
         per_prompt=rows,
         definitions=DEFINITIONS,
     )
+
+
+# What the bisection holds a trial to when the POC's criteria say nothing about parity:
+# the issue's example criteria.
+DEFAULT_BOUNDS = (("token_agreement", ">=", 0.99), ("max_logprob_diff", "<=", 0.02))
+
+
+def bounds(criteria) -> list[tuple[str, str, float]]:
+    """The POC's criteria on ``parity.<metric>`` as (metric, op, threshold), else the
+    defaults."""
+    found = [
+        (c.metric.split(".", 1)[1], c.op, c.threshold)
+        for c in criteria
+        if c.metric.startswith("parity.")
+    ]
+    return found or list(DEFAULT_BOUNDS)
+
+
+def meets(result: ParityResult, limits: list[tuple[str, str, float]]) -> bool:
+    """The result's point values within every bound (a metric not measured, e.g. no
+    log-probabilities, does not count against it)."""
+    for metric, op, threshold in limits:
+        value = getattr(result, metric, None)
+        if isinstance(value, int | float) and decide(op, threshold, value, value) != "pass":
+            return False
+    return True
+
+
+def bisect(kernels: list[str], fails, top: bool = True) -> list[str]:
+    """The kernels that fail on their own, given that ``kernels`` together fail:
+    ``fails(subset)`` serves the subset and says whether it fails. Halves are tried in
+    turn and a failing half split again, so one culprit among k costs about 2·log2(k)
+    trials. Below the top, a part that fails while neither of its halves does is named
+    whole (its kernels fail only together); at the top, none: what failed was not the
+    kernels alone (the candidate's framework patches, or all of them together)."""
+    if len(kernels) == 1:
+        return list(kernels)
+    half = len(kernels) // 2
+    found = []
+    for part in (kernels[:half], kernels[half:]):
+        if fails(part):
+            found += bisect(part, fails, top=False)
+    return found if found or top else list(kernels)

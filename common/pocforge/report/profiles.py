@@ -129,18 +129,30 @@ def points(result: ServingResult, folder: Path | None, run_path: Path) -> list[d
         if p.is_dir() and p.name.startswith(PREFIX)
     }
     swept = [p.id for p in result.points if p.id in found]
-    out = []
-    for point in swept + sorted(set(found) - set(swept)):
-        files = sorted(f for f in found[point].iterdir() if f.is_file())
-        out.append(
-            {
-                "id": point,
-                "traces": [_link(f, run_path) for f in files if f.name.endswith(TRACE_SUFFIXES)],
-                "tables": [
-                    {**_link(f, run_path), "table": read_table(f)}
-                    for f in files
-                    if f.name.endswith(TABLE_SUFFIX)
-                ],
-            }
-        )
-    return out
+    return [
+        _entry(point, found[point], run_path) for point in swept + sorted(set(found) - set(swept))
+    ]
+
+
+def training(folder: Path | None, steps: list[int], run_path: Path) -> list[dict[str, Any]]:
+    """The training stage's profile (``training/profile/``: a trace and a table per rank,
+    :func:`pocforge.training.driver.save_profile`) as one entry named for its steps; none
+    when training was not profiled."""
+    if folder is None or not folder.is_dir():
+        return []
+    label = f"{min(steps)}–{max(steps)}" if len(set(steps)) > 1 else f"{steps[0]}" if steps else "?"
+    return [_entry(label, folder, run_path)]
+
+
+def _entry(name: str, folder: Path, run_path: Path) -> dict[str, Any]:
+    # recursive: Megatron-LM's trace handlers write in folders of their own under it
+    files = sorted(f for f in folder.rglob("*") if f.is_file())
+    return {
+        "id": name,
+        "traces": [_link(f, run_path) for f in files if f.name.endswith(TRACE_SUFFIXES)],
+        "tables": [
+            {**_link(f, run_path), "table": read_table(f)}
+            for f in files
+            if f.name.endswith(TABLE_SUFFIX)
+        ],
+    }

@@ -160,6 +160,11 @@ def build(
                 )
             else:
                 caveats.append(_("stage {stage} {status}").format(stage=name, status=status))
+    if data.training is not None:  # a rank that died at exit, after a complete run
+        warned = [
+            n.removeprefix("warning: ") for n in data.training.notes if n.startswith("warning: ")
+        ]
+        caveats += [_("training: {warning}").format(warning=w) for w in warned]
     if (spec or {}).get("cluster", {}).get("gpu") == "cpu":
         caveats.append(
             _("this run used CPUs, not GPUs: its numbers say nothing about GPU performance")
@@ -355,6 +360,9 @@ def build(
                 {"result": data.training},
             )
         )
+        profiled = _training_profile_section(spec, run_path, _)
+        if profiled is not None:
+            sections.append(profiled)
     if data.kernels is not None and data.kernels.rows:
         if not data.kernels.timed:
             caveats.append(
@@ -595,7 +603,31 @@ def _profile_section(
     found = profiles.points(result, folder, run_path)
     if not found:
         return None
-    labels = {
+    return Section(
+        id=f"profile-{workload}",
+        title=_("Profiles — {workload}").format(workload=workload),
+        body={"points": found, "labels": _profile_labels(_), "top": profiles.TOP},
+    )
+
+
+def _training_profile_section(
+    spec: dict[str, Any] | None, run_path: Path, _: Callable[[str], str]
+) -> Section | None:
+    """The training stage's "Profiles" section: torch.profiler over the chosen steps, per
+    rank a trace and its table of operations; None when training was not profiled."""
+    steps = (((spec or {}).get("training") or {}).get("profile") or {}).get("steps") or []
+    found = profiles.training(run_path / "training" / "profile", steps, run_path)
+    if not found:
+        return None
+    return Section(
+        id="profile-training",
+        title=_("Profiles — training"),
+        body={"points": found, "labels": _profile_labels(_), "top": profiles.TOP, "training": True},
+    )
+
+
+def _profile_labels(_: Callable[[str], str]) -> dict[str, str]:
+    return {
         profiles.NAME: _("operation"),
         "Self CPU %": _("self CPU share"),
         "Self CPU": _("self CPU time"),
@@ -606,11 +638,6 @@ def _profile_section(
         "Self CPU time total": _("self CPU time, all operations"),
         "Self CUDA time total": _("self CUDA time, all operations"),
     }
-    return Section(
-        id=f"profile-{workload}",
-        title=_("Profiles — {workload}").format(workload=workload),
-        body={"points": found, "labels": labels, "top": profiles.TOP},
-    )
 
 
 def _words(_: Callable[[str], str]) -> dict[str, str]:

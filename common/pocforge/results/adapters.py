@@ -107,6 +107,7 @@ def from_training_summary(summary: TrainingSummary) -> TrainingResult:
         mfu=summary.mfu,
         peak_memory_gb=summary.peak_memory_gb,
         final_loss=summary.final_loss,
+        notes=[f"warning: {w}" for w in summary.warnings],
     )
 
 

@@ -283,12 +283,17 @@ class Run:
             self._record(rel, None)
 
     def adopt(self, folder: str | Path, *, stage: str | None = None) -> list[str]:
-        """Checksum files a tool wrote itself under ``folder`` (scrubbing secrets first)."""
+        """Checksum files a tool wrote itself under ``folder``, or that one file (scrubbing
+        secrets first)."""
         base = self.path / folder
         adopted = []
-        if not base.is_dir():
+        if base.is_file():
+            files = [base]
+        elif base.is_dir():
+            files = sorted(p for p in base.rglob("*") if p.is_file())
+        else:
             return adopted
-        for file in sorted(p for p in base.rglob("*") if p.is_file()):
+        for file in files:
             rel = file.relative_to(self.path).as_posix()
             if atomic.is_temporary(file) or rel in self._open_files or rel == MANIFEST:
                 continue
@@ -365,6 +370,11 @@ class Run:
                 new + rel[len(name) :] if rel.startswith(prefix) else rel for rel in record.files
             ]
             self.manifest.stages[new] = record
+            if record.status == "running":  # its writer was killed outright (SIGKILL, a lost host)
+                record.status = "interrupted"  # type: ignore[assignment]
+                record.error = "cut off while running: the process writing it was killed"
+                # what it wrote before it was cut off becomes part of the run, checksummed
+                self.adopt(new, stage=new)
         self._save_manifest()
         return new
 

@@ -79,9 +79,9 @@ def verify(path: str | Path) -> VerifyReport:
     alive = _writer_alive(run)
     if m.status == "running" and not alive:
         report.incomplete.append("run is marked running but its writer is gone (interrupted)")
-    for name, stage in m.stages.items():
-        if stage.status == "running" and not alive:
-            report.incomplete.append(f"stage {name} was cut off while running")
+    cut_off = [name for name, stage in m.stages.items() if stage.status == "running" and not alive]
+    for name in cut_off:
+        report.incomplete.append(f"stage {name} was cut off while running")
 
     for rel, entry in sorted(m.files.items()):
         file = path / rel
@@ -108,6 +108,9 @@ def verify(path: str | Path) -> VerifyReport:
             continue
         if atomic.is_temporary(file):
             report.incomplete.append(f"{rel} is a temporary file of an interrupted write")
+        elif any(rel.startswith(f"{name}/") for name in cut_off):
+            # a stage records its files when it ends: these were written before the cut
+            report.incomplete.append(f"{rel} was written by the cut-off stage (not checksummed)")
         else:
             report.extra.append(rel)
     return report

@@ -22,6 +22,7 @@ from __future__ import annotations
 import signal
 from collections.abc import Callable
 
+from pocforge.frameworks.process import stop_leftovers
 from pocforge.results.secrets import Redactor
 from pocforge.results.store import Run, RunStore
 from pocforge.runner import cluster, local
@@ -69,6 +70,8 @@ def wants(spec: PocSpec, name: str, remote: bool) -> bool:
     return name == "report" or remote
 
 
+# The stages that leave a deployment on the nodes while they run.
+DEPLOYED = ("serving", "training")
 # The stages a cluster run drives through Ansible; they mark their own stage records.
 CLUSTER_STEPS = {
     "bringup": cluster.run_bringup,
@@ -143,6 +146,11 @@ def run_poc(
                 continue
             if name == "report":
                 continue  # rendered below, once the run's status is final
+            if done is not None and not remote:
+                for line in stop_leftovers(run.path / name):
+                    say(f"{name}: {line}")
+            if done is not None and remote and done.status == "running" and name in DEPLOYED:
+                cluster.teardown_leftovers(run, nodes, say)
             if done is not None and (moved := run.retire_stage(name)):
                 say(f"{name}: the unfinished attempt is kept as {moved}; running it again")
             if remote and name in CLUSTER_STEPS:

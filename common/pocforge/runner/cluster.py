@@ -7,7 +7,9 @@
 - ``serving``: serve.yml starts every node's launches as planned here, in the deployment's
   runtime, and waits for health, then the serving benchmark runs *from this machine*
   against the entry node (the load generator never shares a node with the server), then
-  collect.yml and teardown.yml, always, also after a failure or Ctrl-C;
+  collect.yml and teardown.yml, always, also after a failure or Ctrl-C; every node's
+  telemetry, recorded while its launches ran, gives each point its energy then
+  (:mod:`pocforge.runner.node_telemetry`);
 - ``training``: train.yml runs every node's training launch to completion, then collect
   and teardown; rank 0's summary becomes the run's ``training/`` stage.
 
@@ -16,9 +18,11 @@ A node that fails or cannot be reached fails its stage with its name and the tas
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,6 +37,12 @@ from pocforge.cluster.workload import adopt_training, workload_vars
 from pocforge.frameworks.base import inventory_hosts, model_path
 from pocforge.frameworks.disagg import connector_of
 from pocforge.runner import gates
+from pocforge.runner.node_telemetry import (
+    node_series,
+    recorder_vars,
+    serving_energy,
+    training_energy,
+)
 from pocforge.runtimes.provision import kit_wheels, needs_kit_wheels
 from pocforge.spec import PocSpec
 
@@ -261,6 +271,7 @@ def run_serving(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
     node_env = node_platform_env(spec, run, nodes, "serving")
     variables = {
         **workload_vars(spec, "serve", env=nodes.env, node_env=node_env),
+        **recorder_vars("serve"),
         **nodes.extravars,
     }
     collected = run.path / "cluster" / "collected"
@@ -304,6 +315,8 @@ def run_serving(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
             gates.parity_candidate(spec, base, stage.dir, say)
     finally:
         _collect_and_teardown(run, nodes, collected, say)
+        with _telemetry_is_extra(say):  # the points' energy, from what the nodes recorded
+            serving_energy(spec, run, node_series(run, collected, "serve", say), say)
 
 
 def _shared_kv_in_run(spec: PocSpec, run) -> PocSpec:
@@ -323,6 +336,27 @@ def _shared_kv_in_run(spec: PocSpec, run) -> PocSpec:
     return spec.model_copy(
         update={"serving": spec.serving.model_copy(update={"disaggregation": changed})}
     )
+
+
+def teardown_leftovers(run, nodes: Nodes, say: Say) -> None:
+    """Before a stage cut off mid-run (the controller killed outright) runs again: its
+    deployment may still be up on the nodes, holding their ports and GPUs, since the
+    teardown that follows every stage never ran. teardown.yml stops it."""
+    down = run_playbook_stage(
+        run, PLAYBOOKS["down"], nodes.inventory, extravars=nodes.extravars, limit=nodes.limit
+    )
+    states = ", ".join(f"{h.host} {h.status}" for h in down.hosts.values())
+    say(f"teardown of the cut-off attempt: {states}")
+
+
+@contextlib.contextmanager
+def _telemetry_is_extra(say: Say) -> Iterator[None]:
+    """Telemetry never fails a stage nor hides the error that ended it: a problem with it is
+    said in one line."""
+    try:
+        yield
+    except Exception as exc:
+        say(f"telemetry: the nodes' figures not made ({type(exc).__name__}: {exc})")
 
 
 def _collect_and_teardown(run, nodes: Nodes, collected: Path, say: Say) -> None:
@@ -347,20 +381,26 @@ def run_training(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
     node_env = node_platform_env(spec, run, nodes, "training")
     variables = {
         **workload_vars(spec, "train", env=nodes.env, node_env=node_env),
+        **recorder_vars("train"),
         **nodes.extravars,
     }
     collected = run.path / "cluster" / "collected"
+    started = time.time()
     try:
         done = run_playbook_stage(
             run, PLAYBOOKS["train"], nodes.inventory, extravars=variables, limit=nodes.limit
         )
     finally:
+        ended = time.time()
         _collect_and_teardown(run, nodes, collected, say)
     _require(done, "training")
     with run.stage("training") as stage:
         found = adopt_training(stage, collected)
         if found is None:
             raise NodeFailure("training: no node wrote a training summary (see cluster/collected)")
+        with _telemetry_is_extra(say):
+            series = node_series(run, collected, "train", say)
+            training_energy(spec, run, series, started, ended, say)
         summary = TrainingSummary.model_validate_json(found.read_text())
         stage.write_json(
             "result.json", json.loads(from_training_summary(summary).model_dump_json())

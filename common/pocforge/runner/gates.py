@@ -6,8 +6,8 @@
   (``serving/_accuracy/<name>/``) and :func:`parity_candidate` (``serving/_parity/``: the
   POC's configuration answering the parity prompts);
 - the ``parity`` stage (:func:`run_parity_stage`) then starts the baseline — the same
-  deployment with the framework's own kernels — answers the same prompts and compares
-  (``parity/result.json``).
+  deployment with the framework's own kernels and without the POC's framework patches —
+  answers the same prompts and compares (``parity/result.json``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pocforge import atomic
 from pocforge.frameworks.base import model_path
 from pocforge.quality.accuracy import AccuracyError, run_task
 from pocforge.quality.completions import Completion, CompletionError
-from pocforge.quality.parity import collect, compare
+from pocforge.quality.parity import bisect, bounds, collect, compare, meets
 from pocforge.quality.sanity import run_sanity
 from pocforge.spec import PocSpec
 
@@ -98,17 +98,27 @@ def describe(spec: PocSpec) -> str:
     )
 
 
-def baseline_spec(spec: PocSpec) -> PocSpec:
-    """The same deployment with the framework's own kernels (no kit kernels)."""
-    serving = spec.serving.model_copy(update={"kernels": []})
+def with_kernels(spec: PocSpec, kernels: list[str]) -> PocSpec:
+    """The same deployment with only these kit kernels (the rest the framework's own)."""
+    serving = spec.serving.model_copy(update={"kernels": list(kernels)})
     return spec.model_copy(update={"serving": serving})
 
 
+def baseline_spec(spec: PocSpec) -> PocSpec:
+    """The same deployment with the framework's own kernels (no kit kernels)."""
+    return with_kernels(spec, [])
+
+
 def run_parity_stage(
-    spec: PocSpec, stage_dir: Path, say: Say, serve: Callable[[PocSpec, Path], object]
+    spec: PocSpec,
+    stage_dir: Path,
+    say: Say,
+    serve: Callable[[PocSpec, Path], object],
+    notes: list[str] | None = None,
 ) -> None:
     """Start the baseline (``serve(spec, log_dir)``: a context manager yielding its base URL
-    and process), answer the parity prompts, compare with the candidate's answers."""
+    and process), answer the parity prompts, compare with the candidate's answers.
+    ``notes``: how the baseline was made (its framework patches), kept in the result."""
     gate = spec.serving.parity
     candidate_file = stage_dir.parent / "serving" / CANDIDATE
     if not candidate_file.is_file():
@@ -123,11 +133,10 @@ def run_parity_stage(
     atomic.write_text(
         stage_dir / "baseline.json", json.dumps([a.model_dump() for a in answers], indent=2)
     )
-    notes = [
-        "baseline and candidate ran the framework as installed: a POC's framework patches, "
-        "when applied (`pocforge patch`), are in both"
-    ]
-    result = compare(answers, candidate, gate, describe(baseline), describe(spec), notes)
+    result = compare(answers, candidate, gate, describe(baseline), describe(spec), notes or ())
+    limits = bounds(spec.acceptance.criteria)
+    if gate.bisect and len(spec.serving.kernels) > 1 and not meets(result, limits):
+        _bisect_kernels(spec, answers, limits, result, stage_dir, serve, say)
     atomic.write_text(stage_dir / "result.json", result.model_dump_json(indent=2))
     say(
         f"parity: {result.token_agreement:.0%} identical continuations, max |Δ log p| "
@@ -138,3 +147,38 @@ def run_parity_stage(
             else ""
         )
     )
+
+
+def _bisect_kernels(spec, answers, limits, result, stage_dir: Path, serve, say: Say) -> None:
+    """Name the kit kernels at fault (``result.culprits``): each trial serves the baseline
+    with a subset of them (``parity/bisect/<kernels>/``) against the baseline's answers."""
+    gate, kernels = spec.serving.parity, list(spec.serving.kernels)
+    say(f"parity: the kit's kernels together fail it; bisecting {', '.join(kernels)}")
+
+    def fails(subset: list[str]) -> bool:
+        variant = with_kernels(spec, subset)
+        label, folder = ",".join(subset), stage_dir / "bisect" / ",".join(subset)
+        folder.mkdir(parents=True, exist_ok=True)
+        with serve(variant, folder) as (base_url, _server):
+            answered = collect(base_url, served_model(spec), gate)
+        tried = compare(answers, answered, gate, result.baseline, describe(variant))
+        atomic.write_text(folder / "result.json", tried.model_dump_json(indent=2))
+        ok = meets(tried, limits)
+        result.trials[label] = {
+            "token_agreement": tried.token_agreement,
+            "max_logprob_diff": tried.max_logprob_diff,
+            "meets_criteria": ok,
+        }
+        verdict = "within" if ok else "outside"
+        say(f"parity: {label} alone: {tried.token_agreement:.0%} identical, {verdict} the criteria")
+        return not ok
+
+    result.culprits = bisect(kernels, fails)
+    if result.culprits:
+        say(f"parity: at fault: {', '.join(result.culprits)}")
+        return
+    result.notes.append(
+        "bisection: each half of the kit's kernels meets the criteria against the baseline; "
+        "the failure comes from them all together or from the POC's framework patches"
+    )
+    say(f"parity: {result.notes[-1]}")

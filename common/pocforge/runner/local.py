@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -25,6 +26,8 @@ from pocforge.bench.from_spec import sweep_config
 from pocforge.bench.sweep import Hooks, run_sweep
 from pocforge.frameworks import LaunchContext
 from pocforge.frameworks.base import model_path, prepare_model, profiled
+from pocforge.frameworks.patching import FRAMEWORKS, PatchError
+from pocforge.frameworks.patching.pristine import overlay
 from pocforge.frameworks.process import ManagedProcess, free_port, in_start_order, start_node
 from pocforge.frameworks.startup import startup_timeout_s
 from pocforge.paths import workspace_root
@@ -33,7 +36,7 @@ from pocforge.runner import gates
 from pocforge.runner.profile import ProfileHook
 from pocforge.runner.telemetry import ServingTelemetry, gpu_hour_price, training_telemetry
 from pocforge.runtimes import resolve
-from pocforge.runtimes.plan import plan_deployment
+from pocforge.runtimes.plan import plan_deployment, runtime_context
 from pocforge.runtimes.provision import kit_wheels
 from pocforge.spec import PocSpec
 from pocforge.training.run import run_training
@@ -59,10 +62,14 @@ class Deployment:
 
 
 @contextlib.contextmanager
-def serve(spec: PocSpec, stage_dir: Path, say: Say = print) -> Iterator[tuple[str, Deployment]]:
+def serve(
+    spec: PocSpec, stage_dir: Path, say: Say = print, path_first: Path | None = None
+) -> Iterator[tuple[str, Deployment]]:
     """The spec's deployment here, in its runtime, until the block ends; yields the base URL
     the benchmark talks to (the server's, or the P/D router's) and its processes. A
-    disaggregated deployment's shared KV folder (ExampleConnector) goes in ``stage_dir``."""
+    disaggregated deployment's shared KV folder (ExampleConnector) goes in ``stage_dir``.
+    ``path_first``: a folder put first on every process's ``PYTHONPATH`` (the parity
+    baseline's unpatched framework)."""
     serving = spec.serving
     prepare_model(spec)
     if serving.disaggregation is not None:
@@ -81,6 +88,10 @@ def serve(spec: PocSpec, stage_dir: Path, say: Say = print) -> Iterator[tuple[st
     if resolve(spec, "serving").kind == "container":  # the container installs them from here
         wheels["wheels"] = str(kit_wheels())
     launches = in_start_order(plan_deployment(spec, "serving", ctx, **wheels))  # in its runtime
+    if path_first is not None:
+        for launch in launches:
+            rest = launch.env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+            launch.env["PYTHONPATH"] = os.pathsep.join(p for p in (str(path_first), rest) if p)
     front = launches[-1]  # the server, or the router in front of the pools
     started: list[ManagedProcess] = []
     try:
@@ -153,10 +164,37 @@ def run_serving(spec: PocSpec, stage_dir: Path, say: Say) -> None:
 def run_parity(spec: PocSpec, stage_dir: Path, say: Say) -> None:
     """The baseline (the framework's own kernels) answers the parity prompts; compared with
     what the POC's configuration answered in the serving stage."""
+    pristine, notes = _unpatched(spec, stage_dir)
     try:
-        gates.run_parity_stage(spec, stage_dir, say, lambda variant, d: serve(variant, d, say))
+        gates.run_parity_stage(
+            spec, stage_dir, say, lambda variant, d: serve(variant, d, say, pristine), notes
+        )
     except gates.GateError as exc:
         raise StageError(str(exc)) from None
+
+
+def _unpatched(spec: PocSpec, stage_dir: Path) -> tuple[Path | None, list[str]]:
+    """The overlay that runs the baseline without the POC's framework patches applied in
+    the server's environment (:mod:`~pocforge.frameworks.patching.pristine`), and the note
+    that says so; (None, a note) when there is nothing to take out or no way to."""
+    framework = spec.serving.framework
+    runtime = resolve(spec, "serving")
+    if runtime.kind == "container":
+        return None, [
+            "the baseline ran in the POC's container image as the candidate did: framework "
+            "patches applied on this machine are not in either"
+        ]
+    ctx = runtime_context(runtime, LaunchContext.local(workspace_root()))
+    python = ctx.sglang_python if framework == "sglang" else ctx.python  # where it serves
+    if framework not in FRAMEWORKS:
+        return None, [f"the kit applies no framework patches to {framework}"]
+    try:
+        made = overlay(spec.name, framework, python, stage_dir / "_unpatched")
+    except PatchError as exc:
+        return None, [f"the baseline may run the POC's framework patches too: {exc}"]
+    if made is None:
+        return None, [f"no framework patches of {spec.name} are applied to {framework} here"]
+    return made.folder, [made.note()]
 
 
 def run_training_stage(
@@ -170,6 +208,8 @@ def run_training_stage(
     if summary is None:  # a node other than the first: its ranks ran, rank 0 reports
         say(f"training: node {node_rank}'s ranks finished")
         return
+    for warning in summary.warnings:
+        say(f"training: warning: {warning}")
     atomic.write_text(
         stage_dir / "result.json", from_training_summary(summary).model_dump_json(indent=2)
     )

@@ -20,9 +20,13 @@ from pathlib import Path
 
 from pocforge.bench.summary import PointSummary
 from pocforge.bench.sweep import PointHook
+from pocforge.report.profiles import TABLE_SUFFIX, TRACE_SUFFIXES
 
 Say = Callable[[str], None]
-SETTLE_S = 30.0  # a profiler writes its traces after stop_profile returns, in its workers
+# a profiler writes its files after stop_profile returns, in its workers: vLLM's each writes
+# its trace, then sums the trace into its table (``key_averages``), which under load took
+# longer than the trace's size took to settle (CI: the table came after the files were moved)
+SETTLE_S = 120.0
 
 
 class ProfileError(RuntimeError):
@@ -78,14 +82,27 @@ class ProfileHook(PointHook):
         except ProfileError as exc:
             self.say(f"profile: {point.id}: the profiler did not stop cleanly: {exc}")
         written = self._settle()
+        missing = self._tables_missing(written)
+        if missing:
+            self.say(f"profile: {point.id}: no table after {SETTLE_S:.0f} s from {missing}")
         out = self.folder / f"profile-{point.id}"
         out.mkdir(parents=True, exist_ok=True)
         for path in written:
             shutil.move(str(path), out / path.name)
         self.say(f"profile: {point.id}: {len(written)} files in {out}")
 
+    def _tables_missing(self, files: list[Path]) -> list[str]:
+        """The vLLM workers (the trace's name up to its first dot: ``rank0``, ``dp1_pp0_tp0``)
+        whose trace is written and whose table is not yet. SGLang writes traces only."""
+        if self.framework != "vllm":
+            return []
+        names = {p.name for p in files}
+        workers = {n.split(".", 1)[0] for n in names if n.endswith(TRACE_SUFFIXES)}
+        return sorted(w for w in workers if w + TABLE_SUFFIX not in names)
+
     def _settle(self) -> list[Path]:
-        """The files the profiler wrote since :meth:`before`, once their sizes stop moving."""
+        """The files the profiler wrote since :meth:`before`, once their sizes stop moving
+        and every vLLM worker's table is among them."""
         deadline = time.monotonic() + SETTLE_S
         last: dict[Path, int] = {}
         while True:
@@ -94,7 +111,8 @@ class ProfileHook(PointHook):
                 for p in self.trace_dir.rglob("*")
                 if p.is_file() and p not in self._before
             }
-            if new and new == last or time.monotonic() > deadline:
+            settled = new and new == last and not self._tables_missing(list(new))
+            if settled or time.monotonic() > deadline:
                 return sorted(new)
             last = new
             time.sleep(1.0)

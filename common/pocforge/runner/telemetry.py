@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from pocforge.bench.summary import PointSummary
@@ -31,6 +31,8 @@ from pocforge.bench.sweep import PointHook
 from pocforge.catalog.prices import gpu_price
 from pocforge.spec import PocSpec
 from pocforge.telemetry.energy import usd_per_million_tokens
+from pocforge.telemetry.host import PackageSample
+from pocforge.telemetry.parsers import GpuSample
 from pocforge.telemetry.sampler import DEFAULT_INTERVAL_S, Sampler, Source, detect
 from pocforge.telemetry.series import Window, window
 
@@ -112,45 +114,22 @@ class ServingTelemetry(PointHook):
     def after(self, point: PointSummary) -> None:
         sampler, self._sampler = self._sampler, None
         try:
-            windows = [
-                r
-                for r in point.repeats
-                if r.status == "ok" and r.started_unix_s is not None and r.duration_s > 0
-            ]
-            if sampler is not None and windows:
-                last = max(r.started_unix_s + r.duration_s for r in windows)  # type: ignore[operator]
-                sampler.wait_until(last, 3 * self.interval_s + 2.0)
-            problems: list[str] = []
-            for r in windows:
-                start = r.started_unix_s or 0.0
-                tokens = round((r.metrics.get("output_throughput") or 0.0) * r.duration_s)
-                if sampler is not None:
-                    gpu, packages = sampler.snapshot()
-                    win = window(
-                        gpu,
-                        packages,
-                        start,
-                        start + r.duration_s,
-                        interval_s=self.interval_s,
-                        output_tokens=tokens,
-                        gpu_count=self.gpus,
-                        label=f"repeat {r.repeat}",
-                        repeat=r.repeat,
-                    )
+            span = window_span(point)
+            if sampler is not None and span is not None:
+                sampler.wait_until(span[1], 3 * self.interval_s + 2.0)
+            gpu, packages = sampler.snapshot() if sampler is not None else ([], [])
+            windows = point_energy(
+                point,
+                gpu,
+                packages,
+                sampled=sampler is not None,
+                interval_s=self.interval_s,
+                gpus=self.gpus,
+                price=self.price,
+            )
+            if sampler is not None:
+                for win in windows:
                     sampler.add(win)
-                else:
-                    win = Window(
-                        label=f"repeat {r.repeat}",
-                        repeat=r.repeat,
-                        start_s=start,
-                        end_s=start + r.duration_s,
-                        problem="not sampled",
-                    )
-                r.metrics.update(energy_metrics(win, self.gpus, r.duration_s, tokens, self.price))
-                if win.problem:
-                    problems.append(f"repeat {r.repeat}: {win.problem}")
-            if problems:
-                point.notes.append(_energy_note(problems, len(windows)))
         except Exception as exc:
             point.notes.append(f"energy not computed: {type(exc).__name__}: {exc}")
         finally:
@@ -166,6 +145,72 @@ class ServingTelemetry(PointHook):
         if self._sampler is not None:
             self._sampler.stop()
             self._sampler = None
+
+
+def measured_repeats(point: PointSummary) -> list:
+    """The repeats of ``point`` that ran and have a window on the clock."""
+    return [
+        r
+        for r in point.repeats
+        if r.status == "ok" and r.started_unix_s is not None and r.duration_s > 0
+    ]
+
+
+def window_span(point: PointSummary) -> tuple[float, float] | None:
+    """From the first measured repeat's start to the last one's end (None: none measured)."""
+    repeats = measured_repeats(point)
+    if not repeats:
+        return None
+    starts = [r.started_unix_s or 0.0 for r in repeats]
+    return min(starts), max(s + r.duration_s for s, r in zip(starts, repeats, strict=True))
+
+
+def point_energy(
+    point: PointSummary,
+    gpu: Sequence[GpuSample],
+    packages: Sequence[PackageSample],
+    *,
+    sampled: bool,
+    interval_s: float,
+    gpus: int,
+    price: float | None,
+) -> list[Window]:
+    """Each measured repeat's window over the samples (of one node or of all a cluster's),
+    its energy figures put into the repeat's metrics, a note on the point where a window
+    has none; the windows, for the telemetry file."""
+    windows, problems = [], []
+    repeats = measured_repeats(point)
+    for r in repeats:
+        start = r.started_unix_s or 0.0
+        tokens = round((r.metrics.get("output_throughput") or 0.0) * r.duration_s)
+        label = f"repeat {r.repeat}"
+        if sampled:
+            win = window(
+                gpu,
+                packages,
+                start,
+                start + r.duration_s,
+                interval_s=interval_s,
+                output_tokens=tokens,
+                gpu_count=gpus,
+                label=label,
+                repeat=r.repeat,
+            )
+        else:
+            win = Window(
+                label=label,
+                repeat=r.repeat,
+                start_s=start,
+                end_s=start + r.duration_s,
+                problem="not sampled",
+            )
+        r.metrics.update(energy_metrics(win, gpus, r.duration_s, tokens, price))
+        if win.problem:
+            problems.append(f"repeat {r.repeat}: {win.problem}")
+        windows.append(win)
+    if problems:
+        point.notes.append(_energy_note(problems, len(repeats)))
+    return windows
 
 
 def _energy_note(problems: list[str], repeats: int) -> str:
@@ -199,6 +244,39 @@ def training_telemetry(
             _finish_training(sampler, start, gpus, interval_s, say)
 
 
+def training_window(
+    gpu: Sequence[GpuSample],
+    packages: Sequence[PackageSample],
+    start: float,
+    end: float,
+    *,
+    interval_s: float,
+    gpus: int,
+    say: Say,
+    where: str = "",
+) -> Window:
+    """The training run's window over the samples (of one node, or of a cluster's ``where``
+    says), said in one line."""
+    win = window(
+        gpu,
+        packages,
+        start,
+        end,
+        interval_s=interval_s,
+        output_tokens=0,
+        gpu_count=gpus,
+        label="training",
+    )
+    if win.energy is not None and win.energy.valid:
+        say(
+            f"telemetry: training {win.energy.energy_j:,.0f} J over {end - start:.0f} s"
+            f"{where}, {win.energy.avg_power_w:,.0f} W on average ({win.devices})"
+        )
+    else:
+        say(f"telemetry: training energy not measured ({win.problem})")
+    return win
+
+
 def _finish_training(
     sampler: Sampler, start: float, gpus: int, interval_s: float, say: Say
 ) -> None:
@@ -206,24 +284,9 @@ def _finish_training(
     try:
         sampler.wait_until(end, 3 * interval_s + 2.0)
         gpu, packages = sampler.snapshot()
-        win = window(
-            gpu,
-            packages,
-            start,
-            end,
-            interval_s=interval_s,
-            output_tokens=0,
-            gpu_count=gpus,
-            label="training",
+        sampler.add(
+            training_window(gpu, packages, start, end, interval_s=interval_s, gpus=gpus, say=say)
         )
-        sampler.add(win)
-        if win.energy is not None and win.energy.valid:
-            say(
-                f"telemetry: training {win.energy.energy_j:,.0f} J over {end - start:.0f} s, "
-                f"{win.energy.avg_power_w:,.0f} W on average ({win.devices})"
-            )
-        else:
-            say(f"telemetry: training energy not measured ({win.problem})")
     except Exception as exc:  # the training's own result stands
         say(f"telemetry: training energy not computed ({type(exc).__name__}: {exc})")
     finally:

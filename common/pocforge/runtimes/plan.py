@@ -34,7 +34,9 @@ def _mounts(spec: PocSpec, wheels: str = WHEELS) -> list[str]:
     return mounts
 
 
-def _context(runtime: ResolvedRuntime, base: LaunchContext) -> LaunchContext:
+def runtime_context(runtime: ResolvedRuntime, base: LaunchContext) -> LaunchContext:
+    """``base`` with the interpreters the runtime's launches start (a venv's or an
+    image's own; the kit's environments unchanged)."""
     if runtime.kind == "kit":
         return base
     python = runtime.node_python
@@ -69,7 +71,7 @@ def plan_deployment(
     assert section is not None
     runtime = resolve(spec, deployment)
     adapter = ADAPTERS[section.framework]
-    ctx = _context(runtime, base)
+    ctx = runtime_context(runtime, base)
     if deployment == "training" and out_dir is not None:
         launches = adapter.plan(spec, ctx, out_dir=out_dir)
     elif deployment == "serving" and spec.serving.disaggregation is not None:

@@ -75,3 +75,7 @@ class ParityGate(_Strict):
     top_logprobs: int = Field(
         5, ge=1, le=20, description="Top-k log-probabilities compared per position."
     )
+    bisect: bool = Field(
+        True,
+        description="When the POC's kit kernels together fail parity, serve halves of them (then single kernels) against the baseline to name the ones at fault (a few more server starts).",
+    )

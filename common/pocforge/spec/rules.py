@@ -481,6 +481,21 @@ def turns_follow_their_predecessors(spec: PocSpec) -> Iterator[Finding]:
             )
 
 
+def profiled_steps_exist(spec: PocSpec) -> Iterator[Finding]:
+    """Profiled training steps are steps of the run (the kit's DeepSpeed driver and
+    Megatron-LM's ``--profile --use-pytorch-profiler`` both run torch's profiler)."""
+    training = spec.training
+    if training is None or training.profile is None:
+        return
+    path = ("training", "profile")
+    for k, step in enumerate(training.profile.steps):
+        if step >= training.steps:
+            yield (
+                (*path, "steps", k),
+                f"step {step} is not a step of the run (training.steps is {training.steps}: 0 to {training.steps - 1})",
+            )
+
+
 def profiled_points_exist(spec: PocSpec) -> Iterator[Finding]:
     """A workload's profiled points are among its own (``c<concurrency>``, ``r<rate>``, as
     the summaries name them), served by a framework whose profiler the kit drives."""
@@ -666,6 +681,7 @@ RULES: list[Rule] = [
     hosts_match_nodes,
     turns_follow_their_predecessors,
     profiled_points_exist,
+    profiled_steps_exist,
     workload_names_unique,
     criteria_are_produced,
     *disagg_rules.RULES,

@@ -644,6 +644,13 @@ class MegatronLayout(Strict):
         return self.tp * self.pp * self.cp
 
 
+class TrainingProfile(Strict):
+    steps: list[Annotated[int, Field(ge=0)]] = Field(
+        min_length=1,
+        description="Steps to profile, counted from 0: the profiler runs from the first to the last of them (`[2, 3]`: steps 2 and 3).",
+    )
+
+
 class TrainingSpec(Strict):
     framework: Literal["deepspeed", "megatron"] = Field(
         description="Training framework: DeepSpeed (ZeRO) or Megatron-LM / Megatron-Core."
@@ -684,6 +691,10 @@ class TrainingSpec(Strict):
     )
     runtime: Runtime = Field(
         default_factory=Runtime, description="Where the training ranks run on each node."
+    )
+    profile: TrainingProfile | None = Field(
+        None,
+        description="torch.profiler over these steps on every rank (DeepSpeed): a Chrome trace and the table of operations per rank in `training/profile/`.",
     )
 
 

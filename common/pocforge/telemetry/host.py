@@ -23,13 +23,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-POWERCAP = Path("/sys/class/powercap")
-_ZONE = re.compile(r"intel-rapl:(\d+)")
+# the zones are found by the node recorder's code (standard library only), shared here
+from pocforge.telemetry.recorder import POWERCAP, RaplZone, rapl_packages  # noqa: F401
 
 
 class HostSample(BaseModel):
@@ -112,46 +111,6 @@ def parse_meminfo(text: str) -> tuple[int | None, int | None]:
     available = values.get("MemAvailable")
     used = total - available if total is not None and available is not None else None
     return used, total
-
-
-@dataclass(frozen=True)
-class RaplZone:
-    package: int
-    path: Path
-    max_range_uj: int
-
-
-def rapl_packages(root: Path = POWERCAP) -> tuple[list[RaplZone], list[str]]:
-    """The package zones under ``root`` whose counter can be read, and why others cannot."""
-    zones, problems = [], []
-    if not root.is_dir():
-        return zones, [f"no {root} (no RAPL powercap interface on this host)"]
-    for folder in sorted(root.iterdir()):
-        if not _ZONE.fullmatch(folder.name):
-            continue
-        try:
-            name = (folder / "name").read_text().strip()
-        except OSError as exc:
-            problems.append(f"{folder / 'name'}: {exc.strerror or exc}")
-            continue
-        match = re.fullmatch(r"package-(\d+)", name)
-        if not match:
-            continue
-        try:
-            int((folder / "energy_uj").read_text())
-            max_range = int((folder / "max_energy_range_uj").read_text())
-        except PermissionError:
-            problems.append(
-                f"{folder / 'energy_uj'} is readable by root only (Linux 5.10+): no CPU energy"
-            )
-            continue
-        except (OSError, ValueError) as exc:
-            problems.append(f"{folder}: {exc}")
-            continue
-        zones.append(RaplZone(package=int(match.group(1)), path=folder, max_range_uj=max_range))
-    if not zones and not problems:
-        problems.append(f"no package-N zone under {root}")
-    return zones, problems
 
 
 class RaplCounter:

@@ -61,6 +61,9 @@ from pocforge.telemetry.parsers import (
     parse_rocm_smi_json,
 )
 
+# the node recorder's (standard library only), shared
+from pocforge.telemetry.recorder import find_tool, process_cpu_s
+
 DEFAULT_INTERVAL_S = 1.0
 # amd-smi metric categories, each its own process (amdsmi_cli/amdsmi_parser.py flags).
 AMD_SMI_CATEGORIES = ("power", "energy", "usage", "mem-usage", "clock", "temperature")
@@ -397,7 +400,7 @@ class LoopSource(Source):
     def stop(self) -> None:
         if self._proc is None:
             return
-        self.tool_cpu_s = _process_cpu_s(self._proc.pid)
+        self.tool_cpu_s = process_cpu_s(self._proc.pid)
         if self._proc.poll() is None:
             self._proc.terminate()
             try:
@@ -407,16 +410,6 @@ class LoopSource(Source):
                 self._proc.wait()
         if self._thread is not None:
             self._thread.join(timeout=10)
-
-
-def _process_cpu_s(pid: int) -> float | None:
-    """utime + stime of a running process (proc(5): fields 14 and 15, in clock ticks)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()  # the command name may hold spaces
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def read_nvidia_smi(stream: IO[str], host: str) -> Iterator[list | str]:
@@ -462,6 +455,14 @@ def _dcgm_exporter(text: str, host: str, now: float) -> list[GpuSample]:
     return parse_dcgm_exporter(text, timestamp=now, host=host)
 
 
+# a polled source's name -> its parser of one read's text (what a node's recorder read)
+POLLED_PARSERS: dict[str, Callable[[str, str, float], list[GpuSample]]] = {
+    "rocm-smi": _rocm_smi,
+    "amd-metrics-exporter": _amd_exporter,
+    "dcgm-exporter": _dcgm_exporter,
+}
+
+
 # --------------------------------------------------------------------------- detection
 
 
@@ -472,18 +473,6 @@ def _probe(url: str) -> bool:
             return resp.status == 200
     except (OSError, ValueError):
         return False
-
-
-def _tool(name: str, which: Callable[[str], str | None]) -> str | None:
-    """A vendor tool on PATH, else in its stack's usual place."""
-    found = which(name)
-    if found:
-        return found
-    for folder in ("/opt/rocm/bin", "/usr/bin"):
-        candidate = Path(folder) / name
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    return None
 
 
 def detect(
@@ -503,21 +492,21 @@ def detect(
     not_used = list(host.rapl_problems)
     seconds = max(1, round(interval_s))  # amd-smi's --watch takes whole seconds
 
-    amd_smi = _tool("amd-smi", which)
+    amd_smi = find_tool("amd-smi", which=which)
     if amd_smi:
         for category in AMD_SMI_CATEGORIES:
             argv = [amd_smi, "metric", f"--{category}", "--json", "--watch", str(seconds)]
             sources.append(LoopSource("amd-smi", argv, read_amd_smi, detail=category))
     elif probe(amd_exporter_url):
         sources.append(ScrapeSource("amd-metrics-exporter", amd_exporter_url, _amd_exporter))
-    elif rocm_smi := _tool("rocm-smi", which):
+    elif rocm_smi := find_tool("rocm-smi", which=which):
         sources.append(CommandSource("rocm-smi", [rocm_smi, *ROCM_SMI_ARGS], _rocm_smi))
     else:
         not_used.append(
             f"AMD: no amd-smi or rocm-smi, no Device Metrics Exporter at {amd_exporter_url}"
         )
 
-    nvidia_smi = _tool("nvidia-smi", which)
+    nvidia_smi = find_tool("nvidia-smi", which=which)
     if nvidia_smi:
         ms = max(1, round(interval_s * 1000))
         argv = [nvidia_smi, *NVIDIA_SMI_ARGS, "-lms", str(ms)]

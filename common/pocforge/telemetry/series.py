@@ -28,7 +28,7 @@ from pocforge.telemetry.energy import (
 )
 from pocforge.telemetry.host import HostSample, PackageSample
 from pocforge.telemetry.parsers import GpuSample
-from pocforge.telemetry.sampler import End, Meta, Problem
+from pocforge.telemetry.sampler import End, Meta, Problem, line
 
 
 class Window(BaseModel):
@@ -72,11 +72,11 @@ class Series:
             "problem": (series.problems, Problem),
             "window": (series.windows, Window),
         }
-        for line in Path(path).read_text(encoding="utf-8").splitlines():
-            if not line.strip():
+        for text in Path(path).read_text(encoding="utf-8").splitlines():
+            if not text.strip():
                 continue
             try:
-                data = json.loads(line)
+                data = json.loads(text)
                 kind = data.pop("kind")
                 if kind == "meta":
                     series.meta = Meta.model_validate(data)
@@ -92,6 +92,17 @@ class Series:
         for samples in (series.gpu, series.host, series.packages):
             samples.sort(key=lambda s: s.timestamp_s)
         return series
+
+    def write(self, path: Path) -> Path:
+        """The series as the sampler writes it: its meta, the samples and problems in time
+        order, its windows, its end (what :meth:`read` reads back)."""
+        samples: list[BaseModel] = [*self.gpu, *self.host, *self.packages, *self.problems]
+        samples.sort(key=lambda item: item.timestamp_s)  # type: ignore[attr-defined]
+        items = [*([self.meta] if self.meta else []), *samples, *self.windows]
+        items += [self.end] if self.end else []
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(line(item) for item in items), encoding="utf-8")
+        return path
 
     @property
     def interval_s(self) -> float:

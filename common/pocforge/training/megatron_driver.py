@@ -40,6 +40,7 @@ def parser() -> argparse.ArgumentParser:
         "num-query-groups", "kv-channels", "seq-length", "max-position-embeddings",
         "tensor-model-parallel-size", "pipeline-model-parallel-size", "micro-batch-size", "global-batch-size", "train-iters", "lr-warmup-iters", "seed",
         "vocab-size", "log-interval", "eval-iters", "eval-interval",
+        "profile-step-start", "profile-step-end",
     )  # fmt: skip
     for name in ints:
         p.add_argument(f"--{name}", type=int)
@@ -65,6 +66,10 @@ def parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     for name in flags:
         p.add_argument(f"--{name}", action="store_true")
+    p.add_argument("--profile", action="store_true")
+    p.add_argument("--use-pytorch-profiler", action="store_true")
+    p.add_argument("--profile-ranks", type=int, nargs="+", default=[0])
+    p.add_argument("--tensorboard-dir")
     return p
 
 
@@ -78,6 +83,14 @@ def parse(argv: list[str]) -> argparse.Namespace:
         )
     if not args.mock_data:
         p.error("the CPU driver trains on --mock-data only")
+    if args.profile:
+        if not args.use_pytorch_profiler:
+            p.error("--profile on a CPU needs --use-pytorch-profiler (nsys profiles GPUs)")
+        start, end = args.profile_step_start, args.profile_step_end
+        if start is None or end is None or not 0 <= start < end:
+            p.error("--profile needs --profile-step-start S --profile-step-end E with 0 <= S < E")
+        if not args.tensorboard_dir:
+            p.error("--profile needs --tensorboard-dir (where Megatron writes its traces)")
     return args
 
 
@@ -262,6 +275,33 @@ def iteration_line(
     )
 
 
+def start_profiler(args: argparse.Namespace, rank: int, torch):
+    """Megatron-LM's torch profiler, on its schedule (``training.py``: started before the
+    loop, stepped at the top of each iteration; iterations ``start`` to ``end - 1``
+    recorded), on the ranks it names. Its trace goes where the kit's DeepSpeed driver puts
+    its own, beside ``--tensorboard-dir`` (``rank<r>.pt.trace.json.gz`` and torch's table).
+    Megatron also records Python stacks; not here: torch's Python tracer crashed a
+    DeepSpeed rank on this machine (SIGSEGV, 1 run in 2)."""
+    if not args.profile or rank not in args.profile_ranks:
+        return None
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    from pocforge.training.driver import export_profile
+
+    start, end = args.profile_step_start, args.profile_step_end
+    folder = Path(args.tensorboard_dir).parent
+    profiler = profile(
+        activities=[ProfilerActivity.CPU],
+        schedule=schedule(
+            wait=max(start - 1, 0), warmup=1 if start > 0 else 0, active=end - start, repeat=1
+        ),
+        on_trace_ready=lambda p: export_profile(p, folder, rank, on_cpu=True),
+        record_shapes=True,
+    )
+    profiler.start()
+    return profiler
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     from pocforge.training import megatron_cpu
@@ -332,8 +372,11 @@ def main(argv: list[str] | None = None) -> int:
         forward_backward = get_forward_backward_func()
         data = batches()
         last_rank = rank == world - 1
+        profiler = start_profiler(args, rank, torch)
         try:
             for iteration in range(1, args.train_iters + 1):
+                if profiler is not None:
+                    profiler.step()
                 start = time.perf_counter()
                 optimizer.zero_grad(set_to_none=True)
                 losses = forward_backward(
@@ -367,6 +410,9 @@ def main(argv: list[str] | None = None) -> int:
             status = "completed"
         except KeyboardInterrupt:
             status = "interrupted"
+        finally:
+            if profiler is not None:
+                profiler.stop()
         if last_rank:
             atomic.write_text(
                 Path(os.environ.get("POCFORGE_DRIVER_FACTS", "driver.json")),

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 from pocforge.catalog import gpu
-from pocforge.frameworks.megatron import data_parallel, layout_of
+from pocforge.frameworks.megatron import data_parallel, layout_of, profiled_iterations
 from pocforge.plan.shape import Shape
 from pocforge.spec import PocSpec
 from pocforge.spec.planning import facts_of
@@ -61,7 +61,10 @@ def megatron_summary(
         for r in log.iterations
         if r.lm_loss is not None
     ]
-    steady = steady_state(log.iterations, training.warmup_steps)
+    # the profiled iterations run under the profiler's overhead: in the loss curve, not the rates
+    profiled = profiled_iterations(training.profile.steps) if training.profile else range(0)
+    timed = [r for r in log.iterations if r.iteration not in profiled] or log.iterations
+    steady = steady_state(timed, training.warmup_steps)
     step_s = steady.elapsed_ms / 1000.0
     tps = tokens_per_step / step_s if step_s else None
     tflops = tps * fpt / world / 1e12 if tps else None

@@ -5,12 +5,14 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+from pocforge import atomic
 from pocforge.frameworks import ADAPTERS, LaunchContext
 from pocforge.frameworks.base import prepare_model
 from pocforge.frameworks.deepspeed import EXTENSIONS_DIR
 from pocforge.frameworks.process import LaunchError, ManagedProcess
 from pocforge.frameworks.startup import training_timeout_s
 from pocforge.spec import PocSpec
+from pocforge.training.launcher_report import parse_launcher_report
 from pocforge.training.summary import TrainingSummary
 
 
@@ -65,9 +67,55 @@ def run_training(
         raise KeyboardInterrupt
     if code == 0 and rank > 0:
         return None
-    if code != 0 or not summary_file.is_file():
-        raise LaunchError(f"training exited with code {code}", code, process.log_tail())
-    return TrainingSummary.model_validate_json(summary_file.read_text())
+    summary = (
+        TrainingSummary.model_validate_json(summary_file.read_text())
+        if summary_file.is_file()
+        else None
+    )
+    return judged(summary, code, log, out_dir, spec.training.steps, process.log_tail)
+
+
+def judged(
+    summary: TrainingSummary | None,
+    code: int,
+    log: Path,
+    out_dir: Path,
+    steps: int,
+    log_tail=lambda: "",
+) -> TrainingSummary:
+    """The training stage's judgement of how its launcher ended.
+
+    Exit 0 with a summary: the summary. A complete summary but a rank that died on its way
+    out (the launcher's exit code says failed): the summary, with a warning naming the rank
+    and how it died. Anything else raises ``LaunchError``: the first rank that failed (the
+    launcher's own report), and the steps done before it (kept in ``steps.jsonl``).
+    """
+    if code == 0 and summary is not None:
+        return summary
+    report = parse_launcher_report(log.read_text(errors="replace")) if log.is_file() else None
+    if summary is not None and summary.status == "completed":
+        cause = report.line() if report else f"the launcher exited with code {code}"
+        summary.warnings.append(f"after the run had completed and its summary was written: {cause}")
+        atomic.write_text(out_dir / "summary.json", summary.model_dump_json(indent=2))
+        return summary
+    done = _steps_done(out_dir / "steps.jsonl")
+    cause = report.line() if report else f"training exited with code {code}"
+    kept = f"{done} of {steps} steps done, kept in steps.jsonl" if done else "no step done"
+    tail = _report_block(log) if report else log_tail()
+    raise LaunchError(f"training failed: {cause}; {kept} (log: {log})", code, tail)
+
+
+def _steps_done(path: Path) -> int:
+    try:
+        return sum(1 for line in path.read_text().splitlines() if line.strip())
+    except OSError:
+        return 0
+
+
+def _report_block(log: Path) -> str:
+    """The launcher's own failure report (not the launcher's traceback above it)."""
+    text = log.read_text(errors="replace")
+    return text[text.rfind("ChildFailedError") :].split("\n", 1)[-1].strip()
 
 
 def _megatron_result(
@@ -76,7 +124,6 @@ def _megatron_result(
     """Megatron prints its iterations from the last rank: the node whose log has them
     writes ``summary.json`` (also after a Ctrl-C or a failure, marked so, with every
     iteration it logged); a node without them returns None when it exited cleanly."""
-    from pocforge import atomic
     from pocforge.training.megatron_summary import (
         megatron_summary,
         read_driver_facts,

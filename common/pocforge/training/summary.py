@@ -69,6 +69,10 @@ class TrainingSummary(BaseModel):
         default_factory=dict,
         description="The framework's own steady-state figures, as it printed them (Megatron: tflops_per_gpu from its own FLOP count, elapsed_ms).",
     )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What went wrong without spoiling the result (a rank that died at exit, after the summary was complete).",
+    )
     definitions: dict[str, str]
 
 

@@ -1,0 +1,251 @@
+"""SIGKILL of ``pocforge run`` itself at seeded instants, and of its vLLM server mid-sweep.
+
+After each kill: ``pocforge results verify`` reads the run (exit 0: cut off, not corrupt),
+no request the server had finished before the kill is missing from the records (vLLM's
+own ``vllm:request_success_total`` is the truth, less the sanity prompts), nothing the
+killed attempt started is left running, and ``--resume`` completes the run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from pocforge.bench.promscrape import parse_metrics
+from pocforge.bench.records import RequestRecord
+from pocforge.frameworks.process import start_ticks
+from tests.tinypoc import workspace
+
+from .conftest import INSTANTS, SEED, FaultRow
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]
+POCFORGE = str(Path(sys.executable).parent / "pocforge")
+ENGINE_ARGS = {"enforce-eager": True, "max-num-seqs": 8}  # no torch.compile: 30 s less a start
+# A request vLLM counted as finished this long before the kill has reached the client.
+MARGIN_S = 0.3
+# An uninterrupted run here takes about 70-80 s (a 40-50 s eager vLLM start, a 25 s
+# sweep): the kills land in the start, the sanity gate, the sweep and the report.
+SPAN_S = (2.0, 60.0)
+
+
+def tiny_poc(tmp_path: Path, name: str) -> Path:
+    return workspace(
+        tmp_path,
+        name,
+        training=False,
+        num_prompts=80,
+        concurrency=[1, 4],
+        osl=16,
+        engine_args=ENGINE_ARGS,
+        profile=False,
+        warmup=0,
+    )
+
+
+def the_run(root: Path, name: str) -> Path | None:
+    runs = sorted((root / "results" / name).glob("*/run.json"))
+    return runs[-1].parent if runs else None
+
+
+def server_url(run: Path) -> str | None:
+    log = run / "serving" / "server.log"
+    found = (
+        re.search(r"Starting vLLM server on (http://\S+)", log.read_text())
+        if log.exists()
+        else None
+    )
+    return found.group(1) if found else None
+
+
+def served_requests(run: Path) -> int | None:
+    """vLLM's count of finished requests that became records: all it finished, less the
+    sanity prompts (None when the server does not answer yet)."""
+    url = server_url(run)
+    if url is None:
+        return None
+    try:
+        with urllib.request.urlopen(url + "/metrics", timeout=2) as answer:
+            done = parse_metrics(answer.read().decode()).get("vllm:request_success_total", 0.0)
+    except OSError:
+        return None
+    sanity = run / "serving" / "sanity.json"
+    if not sanity.exists():
+        return 0  # the sanity prompts are all it has finished: no record is due yet
+    return max(0, int(done) - len(json.loads(sanity.read_text())["answers"]))
+
+
+def recorded(stage: Path) -> tuple[int, int]:
+    """Successful records under ``stage``, and lines that do not parse (a torn write)."""
+    ok = torn = 0
+    for path in stage.glob("*/requests-*.jsonl"):
+        for line in path.read_text().splitlines():
+            try:
+                ok += RequestRecord.model_validate_json(line).success
+            except ValueError:
+                torn += 1
+    return ok, torn
+
+
+def server_pids(run: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in run.glob("serving*/**/*.log.pid")]
+
+
+def still_running(record: dict) -> bool:
+    started = record["start_ticks"]
+    return started is not None and start_ticks(record["pid"]) == started
+
+
+def verify(root: Path, run: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [POCFORGE, "results", "verify", str(run)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def start(root: Path, name: str, run: Path | None, log: Path) -> subprocess.Popen:
+    cmd = [POCFORGE, "run", name] + (["--resume", run.name] if run else [])
+    return subprocess.Popen(cmd, cwd=root, stdout=log.open("w"), stderr=subprocess.STDOUT)
+
+
+def stop_our_servers(pids: list[dict]) -> None:
+    """Test cleanup: any server our runs started that is somehow still up (by pid)."""
+    for record in pids:
+        if still_running(record):
+            os.killpg(record["pid"], signal.SIGKILL)
+
+
+def test_sigkill_of_pocforge_run_at_seeded_instants(tmp_path, fault_table):
+    root = tiny_poc(tmp_path, "killed")
+    rng = random.Random(SEED)
+    kills = readable = lost = finished_early = served_total = 0
+    seen: list[dict] = []
+    run: Path | None = None
+    try:
+        # stratified: one instant in each of INSTANTS equal slices of the span, in a seeded
+        # order, so even a few kills land in the start, the sweep and the report
+        width = (SPAN_S[1] - SPAN_S[0]) / INSTANTS
+        slices = [SPAN_S[0] + i * width for i in range(INSTANTS)]
+        rng.shuffle(slices)
+        for k, low in enumerate(slices):
+            instant = rng.uniform(low, low + width)
+            proc = start(root, "killed", run, tmp_path / f"attempt-{k}.log")
+            began = time.monotonic()
+            while proc.poll() is None and time.monotonic() - began < instant - MARGIN_S:
+                time.sleep(0.05)
+            run = the_run(root, "killed")
+            due = served_requests(run) if run and proc.poll() is None else None
+            time.sleep(MARGIN_S)
+            if proc.poll() is not None:  # finished before its instant: the next starts afresh
+                assert proc.returncode == 0, (tmp_path / f"attempt-{k}.log").read_text()[-3000:]
+                finished_early += 1
+                run = None
+                continue
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+            kills += 1
+            if run is None:  # killed before it had created its run: nothing to check
+                readable += 1
+                continue
+            seen += server_pids(run)
+            ok, torn = recorded(run / "serving")
+            served_total += due or 0
+            lost += max(0, (due or 0) - ok)
+            assert torn == 0, f"kill {k} at {instant:.1f} s: a torn record"
+            assert (due or 0) <= ok, f"kill {k} at {instant:.1f} s: {due} served, {ok} recorded"
+            checked = verify(root, run)
+            assert checked.returncode == 0, checked.stdout + checked.stderr
+            assert "Traceback" not in checked.stdout + checked.stderr
+            readable += 1
+        final = start(root, "killed", run, tmp_path / "final.log")
+        assert final.wait(timeout=900) == 0, (tmp_path / "final.log").read_text()[-3000:]
+        output = (tmp_path / "final.log").read_text()
+        assert "overall: PASS" in output and "Traceback" not in output
+        run = the_run(root, "killed")
+        manifest = json.loads((run / "run.json").read_text())
+        assert manifest["status"] == "complete"
+        attempts = {
+            n: s["status"] for n, s in manifest["stages"].items() if n.startswith("serving.")
+        }
+        assert set(attempts.values()) <= {"interrupted"}  # each cut-off attempt, kept
+        assert verify(root, run).returncode == 0
+        assert not list(run.rglob("*.log.pid"))  # every server stopped, its record gone
+        assert not [p for p in seen if still_running(p)], "a killed attempt's server still runs"
+    finally:
+        stop_our_servers(seen)
+    fault_table.add(
+        FaultRow(
+            "SIGKILL of `pocforge run`",
+            tried=kills,
+            readable=readable,
+            lost=lost,
+            resumed=kills,
+            note=f"{served_total} requests served before the kills; "
+            f"{finished_early} run(s) finished before their instant",
+        )
+    )
+
+
+def test_sigkill_of_the_server_mid_sweep(tmp_path, fault_table):
+    root = tiny_poc(tmp_path, "crashed")
+    log = tmp_path / "run.log"
+    proc = start(root, "crashed", None, log)
+    seen: list[dict] = []
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and proc.poll() is None:
+            run = the_run(root, "crashed")
+            if run and recorded(run / "serving")[0] >= 3:
+                break
+            time.sleep(0.1)
+        assert run is not None and proc.poll() is None, log.read_text()[-3000:]
+        seen = server_pids(run)
+        (server,) = seen
+        due = served_requests(run) or 0
+        time.sleep(MARGIN_S)
+        os.kill(server["pid"], signal.SIGKILL)
+        code = proc.wait(timeout=300)
+        output = log.read_text()
+        assert code == 1, output[-3000:]
+        assert "Traceback" not in output
+        assert "exited" in output or "failed" in output
+        ok, torn = recorded(run / "serving")
+        assert torn == 0 and ok >= due
+        manifest = json.loads((run / "run.json").read_text())
+        assert manifest["stages"]["serving"]["status"] == "failed"
+        assert verify(root, run).returncode == 0
+        assert not still_running(server)  # the group is gone with it: nothing left behind
+        resumed = subprocess.run(
+            [POCFORGE, "run", "crashed", "--resume", run.name],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-2000:]
+        assert "overall: PASS" in resumed.stdout
+        seen += server_pids(run)
+    finally:
+        stop_our_servers(seen)
+    fault_table.add(
+        FaultRow(
+            "SIGKILL of the vLLM server mid-sweep",
+            tried=1,
+            readable=1,
+            lost=max(0, due - ok),
+            resumed=1,
+            note=f"the stage failed naming the exit; {ok} records kept",
+        )
+    )

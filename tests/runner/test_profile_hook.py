@@ -1,0 +1,74 @@
+"""The profiled point's files are moved into the run once the profiler has written them
+all: vLLM's workers write their trace, then sum it into their table, which under load
+comes seconds after the trace's size holds still (CI: the run kept the trace, not the table)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from pocforge.bench.summary import PointSummary
+from pocforge.runner import profile
+from pocforge.runner.profile import ProfileHook
+
+TRACE = "rank0.host_1234.1764676000000.pt.trace.json.gz"
+TABLE = "rank0.profiler_out.txt"
+
+
+class SlowTableWorker(ProfileHook):
+    """The server's answer to ``/stop_profile`` as vLLM's worker behaves after it: the
+    trace at once, the table ``table_after_s`` later (or never)."""
+
+    table_after_s: float | None = 2.5
+
+    def _post(self, path: str, body: dict | None = None) -> None:
+        if path != "/stop_profile":
+            return
+
+        def write() -> None:
+            (self.trace_dir / TRACE).write_bytes(b"\x1f\x8b trace")
+            if self.table_after_s is not None:
+                time.sleep(self.table_after_s)
+                (self.trace_dir / TABLE).write_text("Name  Self CPU %\n")
+
+        threading.Thread(target=write, daemon=True).start()
+
+
+def point() -> PointSummary:
+    return PointSummary(
+        id="c2", mode="concurrency", value=2, status="ok", records_file="x", repeats=[]
+    )
+
+
+def test_the_table_written_after_the_trace_settled_is_kept(tmp_path):
+    said: list[str] = []
+    hook = SlowTableWorker(
+        "http://127.0.0.1:1", "vllm", ["c2"], tmp_path / "traces", tmp_path / "run", said.append
+    )
+    hook.trace_dir.mkdir()
+    hook.after(point())
+    kept = sorted(p.name for p in (tmp_path / "run" / "profile-c2").iterdir())
+    assert kept == sorted([TABLE, TRACE]), said
+
+
+def test_a_table_that_never_comes_is_named_and_the_trace_kept(tmp_path, monkeypatch):
+    monkeypatch.setattr(profile, "SETTLE_S", 3.0)
+    said: list[str] = []
+    hook = SlowTableWorker(
+        "http://127.0.0.1:1", "vllm", ["c2"], tmp_path / "traces", tmp_path / "run", said.append
+    )
+    hook.table_after_s = None
+    hook.trace_dir.mkdir()
+    hook.after(point())
+    assert [p.name for p in (tmp_path / "run" / "profile-c2").iterdir()] == [TRACE]
+    assert any("no table after 3 s from ['rank0']" in line for line in said), said
+
+
+def test_sglang_writes_traces_only_and_is_not_kept_waiting(tmp_path):
+    hook = SlowTableWorker("http://127.0.0.1:1", "sglang", ["c2"], tmp_path / "t", tmp_path / "r")
+    hook.table_after_s = None
+    hook.trace_dir.mkdir()
+    started = time.monotonic()
+    hook.after(point())
+    assert time.monotonic() - started < profile.SETTLE_S / 4
+    assert [p.name for p in (tmp_path / "r" / "profile-c2").iterdir()] == [TRACE]
