@@ -20,15 +20,20 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
+import errno
 import json
 import os
+import random
 import shlex
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections import deque
 from collections.abc import Callable
@@ -120,9 +125,41 @@ def container_of(launch: NodeLaunch) -> tuple[str, str] | None:
     return runtime["engine"], runtime["name"]
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port free on ``host`` right now (for servers started here)."""
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+PORT_SPAN = 16  # ports above the one returned kept free too: a P/D pair's instances use port+1+n
+
+
+def _ephemeral_low() -> int:
+    """The lowest port the kernel hands out for ``bind(0)`` and outgoing connections."""
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
+def _bindable(host: str, port: int) -> bool:
     with socket.socket() as sock:
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(host: str = "127.0.0.1", span: int = PORT_SPAN) -> int:
+    """A TCP port free on ``host`` right now, with the ``span - 1`` ports above it.
+
+    Chosen below the kernel's ephemeral range, not by ``bind(0)``: the frameworks started
+    before the front server (a P/D pair's instances, vLLM's engine cores) open ephemeral
+    ports of their own, and one of them once took the router's port before the router
+    started. A port below the range is never handed out that way."""
+    high = _ephemeral_low() - span
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(10000, high)
+        if all(_bindable(host, port + n) for n in range(span)):
+            return port
+    with socket.socket() as sock:  # everything tried is taken: fall back to the kernel's pick
         sock.bind((host, 0))
         return sock.getsockname()[1]
 
@@ -155,6 +192,12 @@ class ManagedProcess:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> ManagedProcess:
+        taken = port_taken(self.launch.health_url)
+        if taken:
+            raise LaunchError(
+                f"{self.launch.framework} {self.launch.role}: {taken} (another server, or one "
+                "left running?): stop it, or set serving.port to a free port"
+            )
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         self.workdir.mkdir(parents=True, exist_ok=True)
         for name, content in self.launch.files.items():
@@ -165,6 +208,10 @@ class ManagedProcess:
         argv = [arg.replace(WORKDIR, str(self.workdir)) for arg in self.launch.argv]
         # a container left by a launch that died with its node would block the name
         self._remove_container()
+        # Started from the main thread, the process is told to stop when we die (the
+        # kernel's parent-death signal follows the thread that forked it, so a process
+        # started from a worker thread relies on its pid file alone).
+        on_main = threading.current_thread() is threading.main_thread()
         self.proc = subprocess.Popen(
             argv,
             env=env,
@@ -173,9 +220,25 @@ class ManagedProcess:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_stop_with(os.getpid()) if on_main else None,  # noqa: PLW1509
         )
         log.close()  # the child holds its own descriptor
+        self._write_pid_file()
         return self
+
+    @property
+    def pid_file(self) -> Path:
+        """Where a running process is recorded beside its log (removed when it stops), so
+        one left by a killed controller is found and stopped by the next attempt
+        (:func:`stop_leftovers`)."""
+        return self.log_file.with_name(self.log_file.name + ".pid")
+
+    def _write_pid_file(self) -> None:
+        assert self.proc is not None
+        started = start_ticks(self.proc.pid)
+        record = {"pid": self.proc.pid, "start_ticks": started, "argv0": self.launch.argv[0]}
+        with contextlib.suppress(OSError):
+            self.pid_file.write_text(json.dumps(record) + "\n")
 
     @property
     def pid(self) -> int | None:
@@ -237,6 +300,8 @@ class ManagedProcess:
         while self.live_group_members() and time.monotonic() < deadline:
             time.sleep(0.05)  # a killed process lingers until the kernel has torn it down
         self._remove_container()
+        with contextlib.suppress(OSError):
+            self.pid_file.unlink(missing_ok=True)
         return self.proc.returncode
 
     def _remove_container(self) -> None:
@@ -264,18 +329,7 @@ class ManagedProcess:
 
     def live_group_members(self) -> list[int]:
         """Pids still running (not zombies) in this process's group, read from /proc."""
-        if self.proc is None:
-            return []
-        members = []
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            try:
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-            except (OSError, IndexError):
-                continue
-            state, pgrp = fields[0], int(fields[2])
-            if pgrp == self.proc.pid and state not in ("Z", "X"):
-                members.append(int(stat.parent.name))
-        return members
+        return [] if self.proc is None else group_members(self.proc.pid)
 
     def log_tail(self, lines: int = 30) -> str:
         try:
@@ -289,6 +343,95 @@ class ManagedProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def group_members(pgid: int) -> list[int]:
+    """Pids still running (not zombies) in process group ``pgid``, read from /proc."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        state, pgrp = fields[0], int(fields[2])
+        if pgrp == pgid and state not in ("Z", "X"):
+            members.append(int(stat.parent.name))
+    return members
+
+
+def port_taken(url: str | None) -> str | None:
+    """Why the port a launch will listen on (its health URL's) is not free here, or None.
+    Checked before the start: a server that finds its port taken fails only after loading
+    its weights, minutes later. A host that is not this machine's is not checked."""
+    if not url:
+        return None
+    parts = urllib.parse.urlsplit(url)
+    if parts.port is None or parts.hostname is None:
+        return None
+    with socket.socket(socket.AF_INET6 if ":" in parts.hostname else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is not "taken"
+        try:
+            probe.bind((parts.hostname, parts.port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return f"port {parts.port} on {parts.hostname} is already in use"
+            # any other error: not an address of this machine (or not resolvable here)
+    return None
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _stop_with(parent: int) -> Callable[[], None]:
+    """A ``preexec_fn``: the child gets SIGTERM when ``parent`` dies (``prctl``), and exits
+    at once if it already has (the race between fork and the call)."""
+
+    def arrange() -> None:
+        # ctypes, not a package: this file runs on nodes with the standard library only
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return arrange
+
+
+def start_ticks(pid: int) -> int | None:
+    """When ``pid`` started (clock ticks since boot, /proc's field 22): a pid the kernel
+    has since given to another process has another start time."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def stop_leftovers(folder: Path, grace_s: float = 15.0) -> list[str]:
+    """Stop every process recorded under ``folder`` that still runs: those a controller
+    killed outright (SIGKILL, a lost session) left behind, holding their port, cores or
+    GPUs. Only a recorded pid whose start time still matches is signalled (its whole
+    process group: SIGTERM, SIGKILL after ``grace_s``); returns a line for each."""
+    stopped = []
+    for pid_file in sorted(Path(folder).rglob("*.log.pid")):
+        try:
+            record = json.loads(pid_file.read_text())
+            pid, started = int(record["pid"]), record.get("start_ticks")
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if started is not None and start_ticks(pid) == started:
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pid, sig)
+                deadline = time.monotonic() + (grace_s if sig == signal.SIGTERM else 10)
+                while group_members(pid) and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                if not group_members(pid):
+                    break
+            stopped.append(
+                f"{record.get('argv0', '?')} (pid {pid}) left by an earlier attempt, stopped"
+            )
+        with contextlib.suppress(OSError):
+            pid_file.unlink()
+    return stopped
 
 
 # ---------------------------------------------------------------------- a node's launches
