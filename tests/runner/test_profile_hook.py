@@ -20,6 +20,7 @@ class SlowTableWorker(ProfileHook):
     trace at once, the table ``table_after_s`` later (or never)."""
 
     table_after_s: float | None = 2.5
+    fails_in_log: bool = False  # vLLM's worker when torch raised while it summed the trace
 
     def _post(self, path: str, body: dict | None = None) -> None:
         if path != "/stop_profile":
@@ -27,7 +28,10 @@ class SlowTableWorker(ProfileHook):
 
         def write() -> None:
             (self.trace_dir / TRACE).write_bytes(b"\x1f\x8b trace")
-            if self.table_after_s is not None:
+            if self.fails_in_log:
+                with self.logs[0].open("a") as log:
+                    log.write(f"WARNING {profile.STOP_FAILED}: 'utf-8' codec can't decode\n")
+            elif self.table_after_s is not None:
                 time.sleep(self.table_after_s)
                 (self.trace_dir / TABLE).write_text("Name  Self CPU %\n")
 
@@ -72,3 +76,33 @@ def test_sglang_writes_traces_only_and_is_not_kept_waiting(tmp_path):
     hook.after(point())
     assert time.monotonic() - started < profile.SETTLE_S / 4
     assert [p.name for p in (tmp_path / "r" / "profile-c2").iterdir()] == [TRACE]
+
+
+def test_a_profiler_that_logged_its_failure_is_not_waited_for(tmp_path):
+    said: list[str] = []
+    log = tmp_path / "server.log"
+    log.write_text(f"WARNING {profile.STOP_FAILED}: an earlier point's, not this one's\n")
+    hook = SlowTableWorker(
+        "http://127.0.0.1:1", "vllm", ["c2"], tmp_path / "t", tmp_path / "r", said.append, [log]
+    )
+    hook.fails_in_log = True
+    hook.trace_dir.mkdir()
+    started = time.monotonic()
+    hook.after(point())
+    assert time.monotonic() - started < profile.SETTLE_S / 4
+    assert [p.name for p in (tmp_path / "r" / "profile-c2").iterdir()] == [TRACE]
+    (line,) = [line for line in said if "no table" in line]
+    assert "no table from ['rank0']: WARNING Failed to stop profiler: 'utf-8'" in line, said
+
+
+def test_a_failure_logged_before_the_stop_does_not_cut_the_wait(tmp_path):
+    log = tmp_path / "server.log"
+    log.write_text(f"WARNING {profile.STOP_FAILED}: an earlier point's\n")
+    hook = SlowTableWorker(
+        "http://127.0.0.1:1", "vllm", ["c2"], tmp_path / "t", tmp_path / "r", logs=[log]
+    )
+    hook.trace_dir.mkdir()
+    hook.after(point())
+    assert sorted(p.name for p in (tmp_path / "r" / "profile-c2").iterdir()) == sorted(
+        [TABLE, TRACE]
+    )

@@ -288,17 +288,16 @@ class ManagedProcess:
         """SIGTERM the whole process group, SIGKILL what is left after ``grace_s``."""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            self._signal(signal.SIGTERM)
+        proc = self.proc
+
+        def leader_exited(timeout_s: float) -> bool:  # our own child: reaped, no zombie
             try:
-                self.proc.wait(timeout=grace_s)
+                proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
-                self._signal(signal.SIGKILL)
-                self.proc.wait(timeout=10)
-        self._signal(signal.SIGKILL)  # stragglers left in the group by a clean exit
-        deadline = time.monotonic() + 10
-        while self.live_group_members() and time.monotonic() < deadline:
-            time.sleep(0.05)  # a killed process lingers until the kernel has torn it down
+                return False
+            return True
+
+        end_group(proc.pid, grace_s, leader_exited if proc.poll() is None else None)
         self._remove_container()
         with contextlib.suppress(OSError):
             self.pid_file.unlink(missing_ok=True)
@@ -322,11 +321,6 @@ class ManagedProcess:
                 timeout=60,
             )
 
-    def _signal(self, sig: int) -> None:
-        assert self.proc is not None
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, sig)  # our own session: pgid == pid
-
     def live_group_members(self) -> list[int]:
         """Pids still running (not zombies) in this process's group, read from /proc."""
         return [] if self.proc is None else group_members(self.proc.pid)
@@ -343,6 +337,46 @@ class ManagedProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def _until(done: Callable[[], bool], timeout_s: float, every_s: float = 0.05) -> bool:
+    """Poll ``done`` until it holds or ``timeout_s`` passes; whether it held."""
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(every_s)
+    return True
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def end_group(pgid: int, grace_s: float, leader_exited: Callable[[float], bool] | None) -> None:
+    """End process group ``pgid`` (a launch runs in its own session, so pgid == its pid):
+    SIGTERM, and up to ``grace_s`` for ``leader_exited(timeout)`` to say the group's
+    leader is done; then SIGKILL whatever is left (everything after the grace, the
+    stragglers a clean exit left), until the kernel has torn the group down (10 s at
+    most). ``leader_exited`` None: the leader has already exited, only stragglers remain.
+
+    The one way the kit ends a launch: :meth:`ManagedProcess.stop` for its own child
+    (``leader_exited`` reaps it) and :func:`stop_leftovers` for one an earlier attempt
+    left (``leader_exited`` waits for the group to empty)."""
+    if leader_exited is not None:
+        _killpg(pgid, signal.SIGTERM)
+        if not leader_exited(grace_s):
+            _killpg(pgid, signal.SIGKILL)
+            leader_exited(10)
+    _killpg(pgid, signal.SIGKILL)
+    # a killed process lingers until the kernel has torn it down
+    _until(lambda: not group_members(pgid), 10)
+
+
+def _group_emptied(pgid: int) -> Callable[[float], bool]:
+    """For :func:`end_group` on a group that is not our child's: it ended when it is empty."""
+    return lambda timeout_s: _until(lambda: not group_members(pgid), timeout_s)
 
 
 def group_members(pgid: int) -> list[int]:
@@ -418,14 +452,8 @@ def stop_leftovers(folder: Path, grace_s: float = 15.0) -> list[str]:
         except (OSError, ValueError, KeyError, TypeError):
             continue
         if started is not None and start_ticks(pid) == started:
-            for sig in (signal.SIGTERM, signal.SIGKILL):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(pid, sig)
-                deadline = time.monotonic() + (grace_s if sig == signal.SIGTERM else 10)
-                while group_members(pid) and time.monotonic() < deadline:
-                    time.sleep(0.1)
-                if not group_members(pid):
-                    break
+            # not our child: the group's emptying is what tells it ended
+            end_group(pid, grace_s, _group_emptied(pid))
             stopped.append(
                 f"{record.get('argv0', '?')} (pid {pid}) left by an earlier attempt, stopped"
             )

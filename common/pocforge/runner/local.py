@@ -148,6 +148,7 @@ def run_serving(spec: PocSpec, stage_dir: Path, say: Say) -> None:
                     traces(stage_dir),
                     folder,
                     say,
+                    logs=[process.log_file for process in server.processes],
                 )
                 hook = Hooks(telemetry, profile)
             try:

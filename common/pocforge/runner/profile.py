@@ -27,6 +27,9 @@ Say = Callable[[str], None]
 # its trace, then sums the trace into its table (``key_averages``), which under load took
 # longer than the trace's size took to settle (CI: the table came after the files were moved)
 SETTLE_S = 120.0
+# what vLLM's worker logs when its profiler raised on stop (torch's ``key_averages`` once
+# raised a UnicodeDecodeError here): it then writes no table, so the kit stops waiting
+STOP_FAILED = "Failed to stop profiler"
 
 
 class ProfileError(RuntimeError):
@@ -42,10 +45,14 @@ class ProfileHook(PointHook):
         trace_dir: Path,
         folder: Path,
         say: Say = print,
+        logs: list[Path] = (),
     ):
+        """``logs``: the server processes' log files, read for a profiler that failed to stop."""
         self.base_url, self.framework, self.points = base_url.rstrip("/"), framework, set(points)
         self.trace_dir, self.folder, self.say = Path(trace_dir), Path(folder), say
+        self.logs = [Path(log) for log in logs]
         self._before: set[Path] = set()
+        self._log_sizes: dict[Path, int] = {}
 
     def _post(self, path: str, body: dict | None = None) -> None:
         data = json.dumps(body or {}).encode()
@@ -77,13 +84,17 @@ class ProfileHook(PointHook):
     def after(self, point: PointSummary) -> None:
         if point.id not in self.points:
             return
+        self._log_sizes = {log: _size(log) for log in self.logs}
         try:
             self._post("/stop_profile")
         except ProfileError as exc:
             self.say(f"profile: {point.id}: the profiler did not stop cleanly: {exc}")
         written = self._settle()
         missing = self._tables_missing(written)
-        if missing:
+        failed = self._stop_failures()
+        if failed:
+            self.say(f"profile: {point.id}: no table from {missing}: {failed[0]}")
+        elif missing:
             self.say(f"profile: {point.id}: no table after {SETTLE_S:.0f} s from {missing}")
         out = self.folder / f"profile-{point.id}"
         out.mkdir(parents=True, exist_ok=True)
@@ -111,8 +122,30 @@ class ProfileHook(PointHook):
                 for p in self.trace_dir.rglob("*")
                 if p.is_file() and p not in self._before
             }
-            settled = new and new == last and not self._tables_missing(list(new))
+            failed = bool(self._stop_failures())  # the trace is written before it fails
+            tables = not self._tables_missing(list(new))
+            settled = new == last and ((new and tables) or failed)
             if settled or time.monotonic() > deadline:
                 return sorted(new)
             last = new
             time.sleep(1.0)
+
+    def _stop_failures(self) -> list[str]:
+        """The lines the servers logged since ``/stop_profile`` saying the profiler failed."""
+        lines = []
+        for log, start in self._log_sizes.items():
+            try:
+                with log.open("rb") as handle:
+                    handle.seek(start)
+                    text = handle.read().decode(errors="replace")
+            except OSError:
+                continue
+            lines += [line.strip() for line in text.splitlines() if STOP_FAILED in line]
+        return lines
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
