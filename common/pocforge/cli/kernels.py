@@ -83,6 +83,11 @@ def kernels_group() -> None:
 @click.option(
     "--dtype", type=click.Choice(["bfloat16", "float16"]), default="bfloat16", show_default=True
 )
+@click.option(
+    "--jobs",
+    type=click.IntRange(min=1),
+    help="Targets compiled at once, one process each (default: one per core).",
+)
 @click.option("--all", "every_variant", is_flag=True, help="Print every compiled variant.")
 @click.option("--markdown", is_flag=True, help="Print the per-kernel summary as a Markdown table.")
 @click.option(
@@ -95,6 +100,7 @@ def compile_cmd(
     archs: tuple[str, ...],
     ops: tuple[str, ...],
     dtype: str,
+    jobs: int | None,
     every_variant: bool,
     markdown: bool,
     json_out: Path | None,
@@ -110,6 +116,7 @@ def compile_cmd(
         fail(f"the compile check needs {' and '.join(missing)}: run `make setup`")
     argv = [sys.executable, "-m", "pocforge_kernels.compile_check"]
     argv += [f"--arch={a}" for a in archs] + [f"--op={o}" for o in ops] + [f"--dtype={dtype}"]
+    argv += [f"--jobs={jobs}"] if jobs else []
     argv += ["--all"] if every_variant else []
     argv += ["--markdown"] if markdown else []
     argv += [f"--json={json_out}"] if json_out else []

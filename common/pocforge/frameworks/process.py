@@ -251,12 +251,22 @@ class ManagedProcess:
         """Raise ``ServerCrashed`` if the process has exited."""
         code = self.exit_code()
         if code is not None:
-            raise ServerCrashed(
-                f"{self.launch.framework} exited with code {code}", code, self.log_tail()
-            )
+            raise ServerCrashed(f"{self.what()} exited with code {code}", code, self.log_tail())
 
-    def wait_healthy(self, timeout_s: float = 300.0, interval_s: float = 1.0) -> float:
-        """Poll the health URL until it answers 200; return seconds waited."""
+    def what(self) -> str:
+        """The launch in words: ``vllm`` (a server), ``vllm decode1``, ``vllm router``."""
+        launch = self.launch
+        if launch.role == "server":
+            return launch.framework
+        return (
+            f"{launch.framework} {launch.role}{'' if launch.instance is None else launch.instance}"
+        )
+
+    def wait_healthy(
+        self, timeout_s: float = 300.0, interval_s: float = 1.0, siblings: tuple = ()
+    ) -> float:
+        """Poll the health URL until it answers 200; return seconds waited. ``siblings``:
+        processes started with this one, whose death also ends the wait."""
         if self.launch.health_url is None:
             raise ValueError(f"{self.launch.role} launch has no health URL")
         url = self.launch.health_url
@@ -269,7 +279,7 @@ class ManagedProcess:
                 return False
 
         failure = f"{self.launch.framework} not healthy at {url}"
-        return poll_until(self, answers, timeout_s, interval_s, failure)
+        return poll_until(self, answers, timeout_s, interval_s, failure, siblings)
 
     def wait(self, timeout_s: float) -> int:
         """Wait for a finite process (a trainer); kill it past the timeout."""
@@ -476,6 +486,26 @@ def in_start_order(launches: list[NodeLaunch]) -> list[NodeLaunch]:
     return sorted(launches, key=lambda one: START_ORDER.index(one.role))
 
 
+# Roles whose launches on a node do not wait for one another: a disaggregated deployment's
+# prefill and decode instances find each other only when requests come (the connector's
+# handshake), so they load their weights at the same time; what follows (the router) waits
+# for all of them.
+TOGETHER: tuple[frozenset[Role], ...] = (frozenset({"prefill", "decode"}),)
+
+
+def tiers(launches: list[NodeLaunch]) -> list[list[NodeLaunch]]:
+    """``launches`` (in start order) in groups started together: a run of launches whose
+    roles share a :data:`TOGETHER` set, else each alone."""
+    groups: list[list[NodeLaunch]] = []
+    for launch in launches:
+        last = groups[-1][-1].role if groups else None
+        if last is not None and any({last, launch.role} <= both for both in TOGETHER):
+            groups[-1].append(launch)
+        else:
+            groups.append([launch])
+    return groups
+
+
 def start_node(
     name: str,
     launches: list[NodeLaunch],
@@ -486,8 +516,9 @@ def start_node(
     log_dir: Path,
     workdir: Path | None = None,
 ) -> None:
-    """Start ``launches`` (POC ``name``) in order, each ready before the next, all within
-    ``timeout_s``.
+    """Start ``launches`` (POC ``name``) in order, all within ``timeout_s``: each ready
+    before the next, except the prefill and decode instances, which start together and
+    are all ready before the router (:func:`tiers`).
 
     Each process joins ``started`` the moment it runs, so the caller stops every one of
     them, also when a later one fails or Ctrl-C lands mid-start (with interrupts ignored
@@ -495,27 +526,36 @@ def start_node(
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     rank = "" if node_rank is None else f"-rank{node_rank}"
     deadline = time.monotonic() + timeout_s
-    for launch in launches:
-        role = "" if launch.role in ("server", "headless", "ray-worker") else f"-{launch.role}"
-        role += "" if launch.instance is None else str(launch.instance)
-        log = log_dir / f"{name}-{launch.framework}{rank}{role}-{stamp}.log"
-        try:
-            process = ManagedProcess(launch, log, workdir=workdir).start()
-        except OSError as exc:
-            raise StartFailed(
-                f"{name} node {launch.node_rank}: cannot start the {launch.role} "
-                f"({launch.argv[0]}): {exc.strerror or exc}; is it installed on this node?"
-            ) from None
-        started.append(process)
-        what = launch.framework if launch.role == "server" else f"{launch.framework} {launch.role}"
-        say(f"starting {what} (pid {process.pid}); log: {log}")
-        _wait_ready(name, process, max(deadline - time.monotonic(), 1.0), say)
+    for tier in tiers(launches):
+        processes = []
+        for launch in tier:
+            role = "" if launch.role in ("server", "headless", "ray-worker") else f"-{launch.role}"
+            role += "" if launch.instance is None else str(launch.instance)
+            log = log_dir / f"{name}-{launch.framework}{rank}{role}-{stamp}.log"
+            try:
+                process = ManagedProcess(launch, log, workdir=workdir).start()
+            except OSError as exc:
+                raise StartFailed(
+                    f"{name} node {launch.node_rank}: cannot start the {launch.role} "
+                    f"({launch.argv[0]}): {exc.strerror or exc}; is it installed on this node?"
+                ) from None
+            started.append(process)
+            processes.append(process)
+            what = (
+                launch.framework if launch.role == "server" else f"{launch.framework} {launch.role}"
+            )
+            say(f"starting {what} (pid {process.pid}); log: {log}")
+        for process in processes:
+            others = tuple(p for p in processes if p is not process)
+            _wait_ready(name, process, max(deadline - time.monotonic(), 1.0), say, others)
 
 
-def _wait_ready(name: str, process: ManagedProcess, timeout_s: float, say: Say) -> None:
+def _wait_ready(
+    name: str, process: ManagedProcess, timeout_s: float, say: Say, siblings: tuple = ()
+) -> None:
     launch = process.launch
     if launch.health_url is not None:
-        waited = process.wait_healthy(timeout_s)
+        waited = process.wait_healthy(timeout_s, siblings=siblings)
         base = launch.health_url.rsplit("/", 1)[0]
         say(f"{name} is serving at {base}/v1 (healthy after {waited:.0f} s); Ctrl-C stops it")
     elif launch.role == "ray-head":
@@ -556,13 +596,15 @@ def poll_until(
     timeout_s: float,
     interval_s: float,
     failure: str,
+    siblings: tuple = (),
 ) -> float:
-    """Seconds until ``ready()`` while ``process`` lives; past ``timeout_s`` the process is
-    stopped and ``LaunchError("<failure> after N s")`` carries its log tail. A process that
-    exits first raises ``ServerCrashed``."""
+    """Seconds until ``ready()`` while ``process`` (and each of ``siblings``) lives; past
+    ``timeout_s`` the process is stopped and ``LaunchError("<failure> after N s")`` carries
+    its log tail. A process that exits first raises ``ServerCrashed``."""
     start = time.monotonic()
     while True:
-        process.check_alive()
+        for one in (process, *siblings):
+            one.check_alive()
         if ready():
             return time.monotonic() - start
         if time.monotonic() - start > timeout_s:

@@ -19,10 +19,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--op", action="append", dest="ops", metavar="OP")
     # fp32 is left out: DeepSeek-V3's expert weights alone would be 30 GB of address space.
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16"])
+    parser.add_argument(
+        "--jobs", type=int, metavar="N", help="targets compiled at once (default: one per core)"
+    )
     parser.add_argument("--all", action="store_true", help="print every compiled variant")
     parser.add_argument("--json", type=Path, metavar="OUT", help="also write the result here")
     parser.add_argument("--markdown", action="store_true", help="print the summary as Markdown")
     args = parser.parse_args(argv)
+    if args.jobs is not None and args.jobs < 1:
+        parser.error(f"--jobs {args.jobs}: give 1 or more")
 
     import torch
 
@@ -30,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     from .run import compile_all
 
     try:
-        result = compile_all(args.archs, args.ops, getattr(torch, args.dtype))
+        result = compile_all(args.archs, args.ops, getattr(torch, args.dtype), args.jobs)
     except (RuntimeError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
