@@ -1,9 +1,13 @@
-"""SIGKILL of ``pocforge run`` itself at seeded instants, and of its vLLM server mid-sweep.
+"""SIGKILL of the vLLM server mid-sweep, then of ``pocforge run`` itself at seeded instants.
 
 After each kill: ``pocforge results verify`` reads the run (exit 0: cut off, not corrupt),
 no request the server had finished before the kill is missing from the records (vLLM's
 own ``vllm:request_success_total`` is the truth, less the sanity prompts), nothing the
 killed attempt started is left running, and ``--resume`` completes the run.
+
+One run takes both faults, in that order (the server's kill fails the run; the resumes
+that follow are what ``pocforge run`` is killed in): a run per fault cost a vLLM start
+and a whole sweep more.
 """
 
 from __future__ import annotations
@@ -127,125 +131,159 @@ def stop_our_servers(pids: list[dict]) -> None:
             os.killpg(record["pid"], signal.SIGKILL)
 
 
-def test_sigkill_of_pocforge_run_at_seeded_instants(tmp_path, fault_table):
-    root = tiny_poc(tmp_path, "killed")
+@pytest.fixture(scope="module")
+def faulted(tmp_path_factory):
+    """The POC run, its server SIGKILLed once three requests are records; then its
+    ``--resume`` SIGKILLed at seeded instants; then resumed to the end. Every figure the
+    two tests judge, and each attempt's output."""
+    tmp_path = tmp_path_factory.mktemp("kill-run")
+    root = tiny_poc(tmp_path, "faulted")
+    facts: dict = {"seen": []}
+    try:
+        facts["server"] = _kill_the_server(root, tmp_path, facts["seen"])
+        facts["runs"] = _kill_the_run(root, tmp_path, facts["server"]["run"], facts["seen"])
+        yield facts
+    finally:
+        stop_our_servers(facts["seen"])
+
+
+def _kill_the_server(root: Path, tmp_path: Path, seen: list[dict]) -> dict:
+    log = tmp_path / "run.log"
+    proc = start(root, "faulted", None, log)
+    run = None
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None:
+        run = the_run(root, "faulted")
+        if run and recorded(run / "serving")[0] >= 3:
+            break
+        time.sleep(0.1)
+    assert run is not None and proc.poll() is None, log.read_text()[-3000:]
+    (server,) = server_pids(run)
+    seen.append(server)
+    due = served_requests(run) or 0
+    time.sleep(MARGIN_S)
+    os.kill(server["pid"], signal.SIGKILL)
+    code = proc.wait(timeout=300)
+    ok, torn = recorded(run / "serving")
+    return {
+        "run": run,
+        "server": server,
+        "code": code,
+        "output": log.read_text(),
+        "due": due,
+        "ok": ok,
+        "torn": torn,
+        "stage": json.loads((run / "run.json").read_text())["stages"]["serving"],
+        "verify": verify(root, run).returncode,
+        "left_running": still_running(server),
+    }
+
+
+def _kill_the_run(root: Path, tmp_path: Path, run: Path | None, seen: list[dict]) -> dict:
+    """``pocforge run --resume`` of ``run`` SIGKILLed at INSTANTS seeded instants, then
+    resumed to the end; the per-kill checks are asserted as they happen."""
     rng = random.Random(SEED)
     kills = readable = lost = finished_early = served_total = 0
-    seen: list[dict] = []
-    run: Path | None = None
-    try:
-        # stratified: one instant in each of INSTANTS equal slices of the span, in a seeded
-        # order, so even a few kills land in the start, the sweep and the report
-        width = (SPAN_S[1] - SPAN_S[0]) / INSTANTS
-        slices = [SPAN_S[0] + i * width for i in range(INSTANTS)]
-        rng.shuffle(slices)
-        for k, low in enumerate(slices):
-            instant = rng.uniform(low, low + width)
-            proc = start(root, "killed", run, tmp_path / f"attempt-{k}.log")
-            began = time.monotonic()
-            while proc.poll() is None and time.monotonic() - began < instant - MARGIN_S:
-                time.sleep(0.05)
-            run = the_run(root, "killed")
-            due = served_requests(run) if run and proc.poll() is None else None
-            time.sleep(MARGIN_S)
-            if proc.poll() is not None:  # finished before its instant: the next starts afresh
-                assert proc.returncode == 0, (tmp_path / f"attempt-{k}.log").read_text()[-3000:]
-                finished_early += 1
-                run = None
-                continue
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=30)
-            kills += 1
-            if run is None:  # killed before it had created its run: nothing to check
-                readable += 1
-                continue
-            seen += server_pids(run)
-            ok, torn = recorded(run / "serving")
-            served_total += due or 0
-            lost += max(0, (due or 0) - ok)
-            assert torn == 0, f"kill {k} at {instant:.1f} s: a torn record"
-            assert (due or 0) <= ok, f"kill {k} at {instant:.1f} s: {due} served, {ok} recorded"
-            checked = verify(root, run)
-            assert checked.returncode == 0, checked.stdout + checked.stderr
-            assert "Traceback" not in checked.stdout + checked.stderr
-            readable += 1
-        final = start(root, "killed", run, tmp_path / "final.log")
-        assert final.wait(timeout=900) == 0, (tmp_path / "final.log").read_text()[-3000:]
-        output = (tmp_path / "final.log").read_text()
-        assert "overall: PASS" in output and "Traceback" not in output
-        run = the_run(root, "killed")
-        manifest = json.loads((run / "run.json").read_text())
-        assert manifest["status"] == "complete"
-        attempts = {
-            n: s["status"] for n, s in manifest["stages"].items() if n.startswith("serving.")
-        }
-        assert set(attempts.values()) <= {"interrupted"}  # each cut-off attempt, kept
-        assert verify(root, run).returncode == 0
-        assert not list(run.rglob("*.log.pid"))  # every server stopped, its record gone
-        assert not [p for p in seen if still_running(p)], "a killed attempt's server still runs"
-    finally:
-        stop_our_servers(seen)
-    fault_table.add(
-        FaultRow(
-            "SIGKILL of `pocforge run`",
-            tried=kills,
-            readable=readable,
-            lost=lost,
-            resumed=kills,
-            note=f"{served_total} requests served before the kills; "
-            f"{finished_early} run(s) finished before their instant",
-        )
-    )
-
-
-def test_sigkill_of_the_server_mid_sweep(tmp_path, fault_table):
-    root = tiny_poc(tmp_path, "crashed")
-    log = tmp_path / "run.log"
-    proc = start(root, "crashed", None, log)
-    seen: list[dict] = []
-    try:
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline and proc.poll() is None:
-            run = the_run(root, "crashed")
-            if run and recorded(run / "serving")[0] >= 3:
-                break
-            time.sleep(0.1)
-        assert run is not None and proc.poll() is None, log.read_text()[-3000:]
-        seen = server_pids(run)
-        (server,) = seen
-        due = served_requests(run) or 0
+    # stratified: one instant in each of INSTANTS equal slices of the span, in a seeded
+    # order, so even a few kills land in the start, the sweep and the report
+    width = (SPAN_S[1] - SPAN_S[0]) / INSTANTS
+    slices = [SPAN_S[0] + i * width for i in range(INSTANTS)]
+    rng.shuffle(slices)
+    for k, low in enumerate(slices):
+        instant = rng.uniform(low, low + width)
+        proc = start(root, "faulted", run, tmp_path / f"attempt-{k}.log")
+        began = time.monotonic()
+        while proc.poll() is None and time.monotonic() - began < instant - MARGIN_S:
+            time.sleep(0.05)
+        run = the_run(root, "faulted")
+        due = served_requests(run) if run and proc.poll() is None else None
         time.sleep(MARGIN_S)
-        os.kill(server["pid"], signal.SIGKILL)
-        code = proc.wait(timeout=300)
-        output = log.read_text()
-        assert code == 1, output[-3000:]
-        assert "Traceback" not in output
-        assert "exited" in output or "failed" in output
-        ok, torn = recorded(run / "serving")
-        assert torn == 0 and ok >= due
-        manifest = json.loads((run / "run.json").read_text())
-        assert manifest["stages"]["serving"]["status"] == "failed"
-        assert verify(root, run).returncode == 0
-        assert not still_running(server)  # the group is gone with it: nothing left behind
-        resumed = subprocess.run(
-            [POCFORGE, "run", "crashed", "--resume", run.name],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-2000:]
-        assert "overall: PASS" in resumed.stdout
+        if proc.poll() is not None:  # finished before its instant: the next starts afresh
+            assert proc.returncode == 0, (tmp_path / f"attempt-{k}.log").read_text()[-3000:]
+            finished_early += 1
+            run = None
+            continue
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        kills += 1
+        if run is None:  # killed before it had created its run: nothing to check
+            readable += 1
+            continue
         seen += server_pids(run)
-    finally:
-        stop_our_servers(seen)
+        ok, torn = recorded(run / "serving")
+        served_total += due or 0
+        lost += max(0, (due or 0) - ok)
+        assert torn == 0, f"kill {k} at {instant:.1f} s: a torn record"
+        assert (due or 0) <= ok, f"kill {k} at {instant:.1f} s: {due} served, {ok} recorded"
+        checked = verify(root, run)
+        assert checked.returncode == 0, checked.stdout + checked.stderr
+        assert "Traceback" not in checked.stdout + checked.stderr
+        readable += 1
+    final = start(root, "faulted", run, tmp_path / "final.log")
+    code = final.wait(timeout=900)
+    run = the_run(root, "faulted")
+    seen += server_pids(run)
+    return {
+        "kills": kills,
+        "readable": readable,
+        "lost": lost,
+        "finished_early": finished_early,
+        "served_total": served_total,
+        "code": code,
+        "output": (tmp_path / "final.log").read_text(),
+        "run": run,
+    }
+
+
+def test_sigkill_of_the_server_mid_sweep(faulted, fault_table):
+    killed = faulted["server"]
+    output = killed["output"]
+    assert killed["code"] == 1, output[-3000:]
+    assert "Traceback" not in output
+    assert "exited" in output or "failed" in output
+    assert killed["torn"] == 0 and killed["ok"] >= killed["due"]
+    assert killed["stage"]["status"] == "failed"
+    assert killed["verify"] == 0
+    assert not killed["left_running"]  # the group is gone with it: nothing left behind
+    resumed = faulted["runs"]  # the run the server's kill failed, completed by --resume
+    assert resumed["code"] == 0 and "overall: PASS" in resumed["output"], resumed["output"][-3000:]
+    if not resumed["finished_early"]:  # else an attempt finished it before its instant
+        assert resumed["run"] == killed["run"]
     fault_table.add(
         FaultRow(
             "SIGKILL of the vLLM server mid-sweep",
             tried=1,
             readable=1,
-            lost=max(0, due - ok),
+            lost=max(0, killed["due"] - killed["ok"]),
             resumed=1,
-            note=f"the stage failed naming the exit; {ok} records kept",
+            note=f"the stage failed naming the exit; {killed['ok']} records kept",
+        )
+    )
+
+
+def test_sigkill_of_pocforge_run_at_seeded_instants(faulted, fault_table):
+    runs = faulted["runs"]
+    output = runs["output"]
+    assert runs["code"] == 0, output[-3000:]
+    assert "overall: PASS" in output and "Traceback" not in output
+    run = runs["run"]
+    manifest = json.loads((run / "run.json").read_text())
+    assert manifest["status"] == "complete"
+    attempts = {n: s["status"] for n, s in manifest["stages"].items() if n.startswith("serving.")}
+    # each cut-off attempt is kept: interrupted by a kill, or failed by the server's
+    assert set(attempts.values()) <= {"interrupted", "failed"}, attempts
+    root = run.parent.parent.parent
+    assert verify(root, run).returncode == 0
+    assert not list(run.rglob("*.log.pid"))  # every server stopped, its record gone
+    assert not [p for p in faulted["seen"] if still_running(p)], "a killed attempt's server runs"
+    fault_table.add(
+        FaultRow(
+            "SIGKILL of `pocforge run`",
+            tried=runs["kills"],
+            readable=runs["readable"],
+            lost=runs["lost"],
+            resumed=runs["kills"],
+            note=f"{runs['served_total']} requests served before the kills; "
+            f"{runs['finished_early']} run(s) finished before their instant",
         )
     )
