@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import socket
 
+import pytest
+
 from pocforge.frameworks import process
 from pocforge.frameworks.process import PORT_SPAN, free_port
+
+pytestmark = pytest.mark.process
 
 
 def bindable(port: int) -> bool:

@@ -17,6 +17,8 @@ from pocforge.frameworks.process import (
     stop_leftovers,
 )
 
+pytestmark = pytest.mark.process
+
 # a leader that starts a grandchild (its own group's member) and then ignores SIGTERM or not
 SCRIPT = """
 import signal, subprocess, sys, time

@@ -18,6 +18,8 @@ from pocforge.frameworks.process import (
     tiers,
 )
 
+pytestmark = pytest.mark.process
+
 LOAD_S = 2.0
 INSTANCE = """
 import functools, http.server, pathlib, sys, time

@@ -90,6 +90,17 @@ def test_bisection_names_the_kernels_that_fail_on_their_own():
     assert bisect(kernels, together) == ["rms_norm", "silu_and_mul"]
 
 
+def test_a_lone_kernel_is_named_only_when_its_own_trial_fails():
+    """One kernel, and the candidate failed: the trial (the baseline with that kernel alone)
+    tells the kernel from the candidate's framework patches."""
+    from pocforge.quality.parity import bisect
+
+    tried: list = []
+    assert bisect(["rms_norm"], lambda subset: tried.append(subset) or True) == ["rms_norm"]
+    assert tried == [["rms_norm"]]
+    assert bisect(["rms_norm"], lambda subset: False) == []  # the patches, not the kernel
+
+
 def test_bounds_come_from_the_pocs_parity_criteria_else_the_defaults():
     from pocforge.quality.parity import DEFAULT_BOUNDS, bounds, meets
     from pocforge.spec.schema import AcceptanceSpec

@@ -226,8 +226,8 @@ def bisect(kernels: list[str], fails, top: bool = True) -> list[str]:
     trials. Below the top, a part that fails while neither of its halves does is named
     whole (its kernels fail only together); at the top, none: what failed was not the
     kernels alone (the candidate's framework patches, or all of them together)."""
-    if len(kernels) == 1:
-        return list(kernels)
+    if len(kernels) == 1:  # below the top its own trial has failed; at the top, try it
+        return list(kernels) if not top or fails(kernels) else []
     half = len(kernels) // 2
     found = []
     for part in (kernels[:half], kernels[half:]):

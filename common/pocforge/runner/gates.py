@@ -178,7 +178,10 @@ def _bisect_kernels(spec, answers, limits, result, stage_dir: Path, serve, say: 
         say(f"parity: at fault: {', '.join(result.culprits)}")
         return
     result.notes.append(
-        "bisection: each half of the kit's kernels meets the criteria against the baseline; "
-        "the failure comes from them all together or from the POC's framework patches"
+        f"bisection: {kernels[0]} alone meets the criteria against the baseline; the "
+        "failure comes from the POC's framework patches"
+        if len(kernels) == 1
+        else "bisection: each half of the kit's kernels meets the criteria against the "
+        "baseline; the failure comes from them all together or from the POC's framework patches"
     )
     say(f"parity: {result.notes[-1]}")
