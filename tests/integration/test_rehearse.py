@@ -58,13 +58,14 @@ def _pocforge_containers() -> list[str]:
 
 
 def _long_enough_to_lose_a_node(poc_yaml: Path) -> None:
-    """Each repeat of the POC's point runs 8 s (its 8 prompts take about one): long enough
-    to lose a node in, short enough that the resumed sweep is quick; the engines eager."""
+    """Each repeat of the POC's point runs 5 s (its 8 prompts take about one): long enough
+    to lose a node in (after its fourth request), short enough that the resumed sweep is
+    quick; the engines eager."""
     import yaml
 
     data = yaml.safe_load(poc_yaml.read_text())
     (workload,) = data["serving"]["workloads"]
-    workload.update(num_prompts=400, duration_s=8)
+    workload.update(num_prompts=400, duration_s=5)
     # eager, as every test server: vLLM's CPU graph compile (g++ on 2 cores) is minutes
     # per start under load, and the rehearsal starts the engines twice
     data["serving"]["engine_args"]["enforce-eager"] = True
