@@ -23,10 +23,12 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from pocforge.report import kernel_stats
 from pocforge.results.schema import ServingResult
 
 PREFIX = "profile-"  # serving/<workload>/profile-<point>/ (pocforge.runner.profile)
@@ -155,4 +157,21 @@ def _entry(name: str, folder: Path, run_path: Path) -> dict[str, Any]:
             for f in files
             if f.name.endswith(TABLE_SUFFIX)
         ],
+        "kernels": [_kernels(f, run_path) for f in files if _is_kernel_summary(f)],
+    }
+
+
+def _is_kernel_summary(path: Path) -> bool:
+    return any(fnmatch(path.name, pattern) for pattern in kernel_stats.PATTERNS)
+
+
+def _kernels(path: Path, run_path: Path) -> dict[str, Any]:
+    """A GPU profiler's kernel summary (nsys, rocprofv3): its top kernels and the share of
+    the kernel time per category; ``table`` None for a file that does not read."""
+    table = kernel_stats.read(path)
+    return {
+        **_link(path, run_path),
+        "table": table,
+        "rows": table.top() if table else [],
+        "categories": table.by_category() if table else [],
     }

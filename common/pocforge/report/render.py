@@ -606,7 +606,12 @@ def _profile_section(
     return Section(
         id=f"profile-{workload}",
         title=_("Profiles — {workload}").format(workload=workload),
-        body={"points": found, "labels": _profile_labels(_), "top": profiles.TOP},
+        body={
+            "points": found,
+            "labels": _profile_labels(_),
+            "kernel_labels": _kernel_labels(_),
+            "top": profiles.TOP,
+        },
     )
 
 
@@ -622,8 +627,26 @@ def _training_profile_section(
     return Section(
         id="profile-training",
         title=_("Profiles — training"),
-        body={"points": found, "labels": _profile_labels(_), "top": profiles.TOP, "training": True},
+        body={
+            "points": found,
+            "labels": _profile_labels(_),
+            "kernel_labels": _kernel_labels(_),
+            "top": profiles.TOP,
+            "training": True,
+        },
     )
+
+
+def _kernel_labels(_: Callable[[str], str]) -> dict[str, str]:
+    """The page's words for :data:`pocforge.report.kernel_stats.CATEGORIES`."""
+    return {
+        "communication": _("communication"),
+        "moe": _("MoE"),
+        "attention": _("attention"),
+        "gemm": _("GEMM"),
+        "norm_elementwise": _("norms, activations, elementwise"),
+        "other": _("other"),
+    }
 
 
 def _profile_labels(_: Callable[[str], str]) -> dict[str, str]:
