@@ -43,6 +43,7 @@ PLAYBOOKS = {
     "serve": "serve.yml",
     "train": "train.yml",
     "collect": "collect.yml",
+    "profile": "profile.yml",
     "down": "teardown.yml",
 }
 

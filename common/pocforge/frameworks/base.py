@@ -29,8 +29,10 @@ class Adapter(Protocol):
 
 
 # Where a server writes torch-profiler traces on a node when a workload asks for a profile
-# (``serving.workloads[].profile``); a run here points it into the run folder.
-PROFILE_DIR = "/opt/pocforge/profiles"
+# (``serving.workloads[].profile``): under the run folder, which a container launch mounts
+# and collect.yml fetches; profile.yml moves each point's files out of it into their own
+# folder beside it. A run here points it into the run folder.
+PROFILE_DIR = "/opt/pocforge/run/profiles/incoming"
 
 
 def profiled(spec: PocSpec) -> bool:

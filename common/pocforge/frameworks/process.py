@@ -26,6 +26,7 @@ import json
 import os
 import random
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -689,10 +690,87 @@ def run_to_completion(launch: NodeLaunch, log: Path, timeout_s: float, workdir: 
     return code
 
 
+# ---------------------------------------------------------------- a profiled point's files
+
+PROFILE_SETTLE_S = 120.0
+PROFILE_TABLE_SUFFIX = ".profiler_out.txt"  # vLLM's per-worker table of top operations
+PROFILE_TRACE_SUFFIXES = (".trace.json.gz", ".trace.json")
+
+
+def profile_tables_missing(files: list[Path], framework: str) -> list[str]:
+    """The vLLM workers (a trace's name up to its first dot: ``rank0``, ``dp1_pp0_tp0``)
+    whose trace is written and whose table is not yet. SGLang writes traces only."""
+    if framework != "vllm":
+        return []
+    names = {p.name for p in files}
+    workers = {n.split(".", 1)[0] for n in names if n.endswith(PROFILE_TRACE_SUFFIXES)}
+    return sorted(w for w in workers if w + PROFILE_TABLE_SUFFIX not in names)
+
+
+def settle_profile(
+    src: Path,
+    framework: str,
+    timeout_s: float = PROFILE_SETTLE_S,
+    before: frozenset[Path] = frozenset(),
+    failed: Callable[[], bool] = lambda: False,
+    empty_after_s: float | None = None,
+) -> list[Path]:
+    """The files a profiler wrote under ``src`` (those not in ``before``) once their sizes
+    hold still for a second and every vLLM worker's table is among them, or ``failed()``
+    says the profiler will write no more; what there is after ``timeout_s``.
+
+    A profiler writes after ``/stop_profile`` has returned, in its workers: vLLM's each
+    writes its trace, then sums the trace into its table (``key_averages``), which under
+    load took longer than the trace's size took to settle. ``empty_after_s``: give up
+    sooner when nothing at all has come by then (a node that serves no engine)."""
+    started = time.monotonic()
+    deadline = started + timeout_s
+    last: dict[Path, int] = {}
+    while True:
+        new = {p: p.stat().st_size for p in Path(src).rglob("*") if p.is_file() and p not in before}
+        tables = not profile_tables_missing(list(new), framework)
+        now = time.monotonic()
+        nothing = not new and empty_after_s is not None and now - started > empty_after_s
+        if new == last and ((new and tables) or failed() or nothing) or now > deadline:
+            return sorted(new)
+        last = new
+        time.sleep(1.0)
+
+
+def move_profile(files: list[Path], dest: Path) -> None:
+    """Move ``files`` into ``dest`` (made if missing), by name."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for path in files:
+        shutil.move(str(path), dest / path.name)
+
+
+def _settle_main(argv: list[str]) -> int:
+    """``process.py settle-profile SRC DEST --framework F [--timeout S]``: on a node, a
+    profiled point's files moved into their own folder before the next point's are written;
+    prints ``{"moved": N, "missing_tables": [...]}``."""
+    parser = argparse.ArgumentParser(prog="process.py settle-profile")
+    parser.add_argument("src", type=Path)
+    parser.add_argument("dest", type=Path)
+    parser.add_argument("--framework", required=True)
+    parser.add_argument("--timeout", type=float, default=PROFILE_SETTLE_S)
+    parser.add_argument("--empty-after", type=float, default=30.0)
+    args = parser.parse_args(argv)
+    args.src.mkdir(parents=True, exist_ok=True)
+    files = settle_profile(args.src, args.framework, args.timeout, empty_after_s=args.empty_after)
+    missing = profile_tables_missing(files, args.framework)
+    move_profile(files, args.dest)
+    print(json.dumps({"moved": len(files), "missing_tables": missing}), flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """The node side: ``serve`` or ``run`` the launches in a plan file the controller wrote
     (``{"poc": name, "node_rank": N, "timeout_s": S, "launches": [NodeLaunch.as_dict()]}``),
-    in the plan file's folder, logs under ``logs/`` beside it."""
+    in the plan file's folder, logs under ``logs/`` beside it; ``settle-profile`` a
+    profiled point's files (:func:`_settle_main`)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["settle-profile"]:
+        return _settle_main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="process.py", description="Start the launches the pocforge controller planned."
     )

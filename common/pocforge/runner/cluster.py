@@ -37,6 +37,7 @@ from pocforge.cluster.workload import adopt_training, workload_vars
 from pocforge.frameworks.base import inventory_hosts, model_path
 from pocforge.frameworks.disagg import connector_of
 from pocforge.runner import gates
+from pocforge.runner.node_profile import NodeProfileHook, adopt_profiles
 from pocforge.runner.node_telemetry import (
     node_series,
     recorder_vars,
@@ -295,7 +296,18 @@ def run_serving(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
             for workload in spec.serving.workloads:
                 say(f"serving: workload {workload.name}")
                 cfg = sweep_config(spec, workload, base, model_path(spec))
-                summary = run_sweep(cfg, stage.dir / workload.name, stop_when=watchdog)
+                hook = None
+                if workload.profile:
+                    hook = NodeProfileHook(
+                        base,
+                        spec.serving.framework,
+                        workload.profile.points,
+                        workload.name,
+                        run,
+                        nodes,
+                        say,
+                    )
+                summary = run_sweep(cfg, stage.dir / workload.name, hook=hook, stop_when=watchdog)
                 if summary.stopped_because:
                     raise NodeFailure(
                         f"serving: workload {workload.name} stopped: {summary.stopped_because}"
@@ -317,6 +329,9 @@ def run_serving(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
         _collect_and_teardown(run, nodes, collected, say)
         with _telemetry_is_extra(say):  # the points' energy, from what the nodes recorded
             serving_energy(spec, run, node_series(run, collected, "serve", say), say)
+        with _telemetry_is_extra(say, "profile: the nodes' files"):
+            profiled = [w.name for w in spec.serving.workloads if w.profile]
+            adopt_profiles(run, collected, profiled, say)
 
 
 def _shared_kv_in_run(spec: PocSpec, run) -> PocSpec:
@@ -350,13 +365,13 @@ def teardown_leftovers(run, nodes: Nodes, say: Say) -> None:
 
 
 @contextlib.contextmanager
-def _telemetry_is_extra(say: Say) -> Iterator[None]:
-    """Telemetry never fails a stage nor hides the error that ended it: a problem with it is
-    said in one line."""
+def _telemetry_is_extra(say: Say, what: str = "telemetry: the nodes' figures") -> Iterator[None]:
+    """Telemetry (and a profile) never fails a stage nor hides the error that ended it: a
+    problem with it is said in one line."""
     try:
         yield
     except Exception as exc:
-        say(f"telemetry: the nodes' figures not made ({type(exc).__name__}: {exc})")
+        say(f"{what} not made ({type(exc).__name__}: {exc})")
 
 
 def _collect_and_teardown(run, nodes: Nodes, collected: Path, say: Say) -> None:

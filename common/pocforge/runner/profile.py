@@ -13,20 +13,23 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 from pocforge.bench.summary import PointSummary
 from pocforge.bench.sweep import PointHook
-from pocforge.report.profiles import TABLE_SUFFIX, TRACE_SUFFIXES
+from pocforge.frameworks.process import (
+    PROFILE_SETTLE_S,
+    profile_tables_missing,
+    settle_profile,
+)
 
 Say = Callable[[str], None]
 # a profiler writes its files after stop_profile returns, in its workers: vLLM's each writes
 # its trace, then sums the trace into its table (``key_averages``), which under load took
 # longer than the trace's size took to settle (CI: the table came after the files were moved)
-SETTLE_S = 120.0
+SETTLE_S = PROFILE_SETTLE_S
 # what vLLM's worker logs when its profiler raised on stop (torch's ``key_averages`` once
 # raised a UnicodeDecodeError here): it then writes no table, so the kit stops waiting
 STOP_FAILED = "Failed to stop profiler"
@@ -103,32 +106,18 @@ class ProfileHook(PointHook):
         self.say(f"profile: {point.id}: {len(written)} files in {out}")
 
     def _tables_missing(self, files: list[Path]) -> list[str]:
-        """The vLLM workers (the trace's name up to its first dot: ``rank0``, ``dp1_pp0_tp0``)
-        whose trace is written and whose table is not yet. SGLang writes traces only."""
-        if self.framework != "vllm":
-            return []
-        names = {p.name for p in files}
-        workers = {n.split(".", 1)[0] for n in names if n.endswith(TRACE_SUFFIXES)}
-        return sorted(w for w in workers if w + TABLE_SUFFIX not in names)
+        return profile_tables_missing(files, self.framework)
 
     def _settle(self) -> list[Path]:
-        """The files the profiler wrote since :meth:`before`, once their sizes stop moving
-        and every vLLM worker's table is among them."""
-        deadline = time.monotonic() + SETTLE_S
-        last: dict[Path, int] = {}
-        while True:
-            new = {
-                p: p.stat().st_size
-                for p in self.trace_dir.rglob("*")
-                if p.is_file() and p not in self._before
-            }
-            failed = bool(self._stop_failures())  # the trace is written before it fails
-            tables = not self._tables_missing(list(new))
-            settled = new == last and ((new and tables) or failed)
-            if settled or time.monotonic() > deadline:
-                return sorted(new)
-            last = new
-            time.sleep(1.0)
+        """The files the profiler wrote since :meth:`before`, once whole
+        (:func:`pocforge.frameworks.process.settle_profile`)."""
+        return settle_profile(
+            self.trace_dir,
+            self.framework,
+            SETTLE_S,
+            before=frozenset(self._before),
+            failed=lambda: bool(self._stop_failures()),
+        )
 
     def _stop_failures(self) -> list[str]:
         """The lines the servers logged since ``/stop_profile`` saying the profiler failed."""

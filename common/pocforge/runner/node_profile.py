@@ -1,0 +1,131 @@
+"""Profiled sweep points on a cluster (``serving.workloads[].profile``): the servers'
+profilers write on their nodes, so the points' files are kept there and brought home.
+
+- Around a profiled point the hook starts and stops the framework's profiler through the
+  entry server's API, as a run here does; the profiler of every engine behind it (a DP
+  rank on another node too) writes on its own node, in ``PROFILE_DIR``.
+- After the point, ``profile.yml`` runs on the serving nodes: the kit's process manager
+  (``process.py settle-profile``) waits until the files are whole (vLLM: each worker's
+  table beside its trace) and moves them into the point's own folder on the node
+  (``<run folder>/profiles/<workload>/profile-<point>/``), out of the way of the next
+  profiled point's, whose vLLM table has the same name.
+- collect.yml fetches the run folder; :func:`adopt_profiles` then links each node's files
+  into ``serving/<workload>/profile-<point>/<host>/``, where the dashboard shows them.
+
+A profile is extra: a profiler that does not start or stop, or a node that does not
+answer the move, is a line, never a failed point.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from pocforge.bench.summary import PointSummary
+from pocforge.cluster.driver import PLAYBOOKS, ClusterError, run_playbook
+from pocforge.cluster.workload import WORKDIR
+from pocforge.frameworks.base import PROFILE_DIR
+from pocforge.report.profiles import PREFIX
+from pocforge.runner.profile import SETTLE_S, ProfileError, ProfileHook
+
+Say = Callable[[str], None]
+NODE_PROFILES = f"{WORKDIR}/profiles"  # on a node: <workload>/profile-<point>/
+
+
+def node_folder(workload: str, point: str) -> str:
+    """A profiled point's folder on a node."""
+    return f"{NODE_PROFILES}/{workload}/{PREFIX}{point}"
+
+
+class NodeProfileHook(ProfileHook):
+    """:class:`ProfileHook` for servers on a cluster's nodes: ``run`` and ``nodes`` (the
+    runner's) run profile.yml after each profiled point."""
+
+    def __init__(
+        self,
+        base_url: str,
+        framework: str,
+        points: list[str],
+        workload: str,
+        run,
+        nodes,
+        say: Say = print,
+    ):
+        super().__init__(base_url, framework, points, Path(PROFILE_DIR), Path(), say)
+        self.workload, self.run, self.nodes = workload, run, nodes
+
+    def _start(self, point: PointSummary) -> None:
+        if point.id not in self.points:
+            return
+        body = {"output_dir": PROFILE_DIR} if self.framework == "sglang" else None
+        self._post("/start_profile", body)
+        self.say(f"profile: {point.id} under {self.framework}'s torch profiler, on the nodes")
+
+    def after(self, point: PointSummary) -> None:
+        if point.id not in self.points:
+            return
+        try:
+            self._post("/stop_profile")
+        except ProfileError as exc:
+            self.say(f"profile: {point.id}: the profiler did not stop cleanly: {exc}")
+        variables = {
+            "profile_src": PROFILE_DIR,
+            "profile_dest": node_folder(self.workload, point.id),
+            "profile_framework": self.framework,
+            "profile_settle_s": int(SETTLE_S),
+            "profile_workdir": WORKDIR,
+            **self.nodes.extravars,
+        }
+        try:
+            result = run_playbook(
+                PLAYBOOKS["profile"],
+                self.nodes.inventory,
+                self.run.path,
+                extravars=variables,
+                limit=self.nodes.limit,
+            )
+        except (ClusterError, OSError, RuntimeError) as exc:  # extra: the sweep goes on
+            self.say(f"profile: {point.id}: the nodes' files were not kept: {exc}")
+            return
+        for name, host in sorted(result.hosts.items()):
+            moved = host.outputs.get("profile_moved")
+            if host.status != "ok" or not isinstance(moved, dict):
+                self.say(f"profile: {point.id}: {name}: not kept ({host.error or host.status})")
+                continue
+            missing = moved.get("missing_tables") or []
+            note = f"; no table from {missing}" if missing else ""
+            self.say(f"profile: {point.id}: {name}: {moved.get('moved', 0)} files kept{note}")
+
+
+def adopt_profiles(run, collected: Path, workloads: list[str], say: Say) -> None:
+    """Each node's profiled points among the collected files (``<collected>/<host>/<its
+    path>``) linked into ``serving/<workload>/profile-<point>/<host>/`` and recorded in
+    the run (a hard link: the collected copy stays whole, nothing is stored twice)."""
+    hosts = sorted(p for p in collected.iterdir() if p.is_dir()) if collected.is_dir() else []
+    for workload in workloads:
+        kept = 0
+        for host in hosts:
+            base = host / NODE_PROFILES.lstrip("/") / workload
+            for folder in sorted(base.glob(f"{PREFIX}*")) if base.is_dir() else []:
+                dest = run.path / "serving" / workload / folder.name / host.name
+                for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+                    target = dest / path.relative_to(folder)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    with contextlib.suppress(FileExistsError):
+                        _link(path, target)
+                    kept += 1
+        if kept:
+            run.adopt(Path("serving") / workload, stage="serving")
+            say(f"profile: {workload}: {kept} files from the nodes in serving/{workload}/")
+
+
+def _link(src: Path, dest: Path) -> None:
+    try:
+        os.link(src, dest)
+    except OSError as exc:
+        if isinstance(exc, FileExistsError):
+            raise
+        shutil.copy2(src, dest)  # another filesystem

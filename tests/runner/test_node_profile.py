@@ -1,0 +1,94 @@
+"""A profiled point's files on a cluster node: ``process.py settle-profile`` (run on the node
+by profile.yml, with the node's ``python3 -I``: standard library only) waits until they are
+whole and moves them into the point's folder; after collect, :func:`adopt_profiles` links
+each node's folders into the run, where the dashboard finds them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pocforge.frameworks import process
+from pocforge.results.store import RunStore
+from pocforge.runner.node_profile import NODE_PROFILES, adopt_profiles, node_folder
+from pocforge.spec import load_poc
+
+pytestmark = pytest.mark.process
+TRACE = "dp1_pp0_tp0.1796163159526453604.pt.trace.json.gz"
+TABLE = "dp1_pp0_tp0.profiler_out.txt"
+
+
+def settle(src: Path, dest: Path, *extra: str) -> tuple[dict, float]:
+    began = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-I", process.__file__, "settle-profile", str(src), str(dest), *extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout), time.monotonic() - began
+
+
+def test_the_table_written_after_the_trace_is_waited_for_and_both_moved(tmp_path):
+    src, dest = tmp_path / "incoming", tmp_path / "profile-c2"
+    src.mkdir()
+    (src / TRACE).write_bytes(b"\x1f\x8b trace")
+
+    def table_later() -> None:
+        time.sleep(2.5)
+        (src / TABLE).write_text("Name  Self CPU %\n")
+
+    threading.Thread(target=table_later, daemon=True).start()
+    said, _ = settle(src, dest, "--framework", "vllm", "--timeout", "60")
+    assert said == {"moved": 2, "missing_tables": []}
+    assert sorted(p.name for p in dest.iterdir()) == sorted([TABLE, TRACE])
+    assert not list(src.iterdir())  # out of the way of the next point's
+
+
+def test_a_table_that_never_comes_is_named_after_the_timeout(tmp_path):
+    src, dest = tmp_path / "incoming", tmp_path / "profile-c2"
+    src.mkdir()
+    (src / TRACE).write_bytes(b"\x1f\x8b trace")
+    said, took = settle(src, dest, "--framework", "vllm", "--timeout", "3")
+    assert said == {"moved": 1, "missing_tables": ["dp1_pp0_tp0"]} and took >= 3
+
+
+def test_a_node_with_no_engine_is_not_kept_waiting(tmp_path):
+    said, took = settle(
+        tmp_path / "incoming", tmp_path / "dest", "--framework", "vllm", "--empty-after", "1"
+    )
+    assert said == {"moved": 0, "missing_tables": []} and took < 30
+
+
+def test_each_nodes_profiled_points_are_linked_into_the_run(tmp_path):
+    store = RunStore(tmp_path / "results")
+    run = store.create(load_poc("demo"))
+    collected = run.path / "cluster" / "collected"
+    for host, worker in (("h1", "rank0"), ("h2", "dp1_pp0_tp0")):
+        folder = collected / host / node_folder("chat", "c2").lstrip("/")
+        folder.mkdir(parents=True)
+        (folder / f"{worker}.1.pt.trace.json.gz").write_bytes(b"trace of " + host.encode())
+        (folder / f"{worker}.profiler_out.txt").write_text(f"table of {host}\n")
+    (collected / "h1" / NODE_PROFILES.lstrip("/") / "other").mkdir(parents=True)  # no workload
+    said: list[str] = []
+    adopt_profiles(run, collected, ["chat"], said.append)
+    point = run.path / "serving" / "chat" / "profile-c2"
+    assert sorted(p.relative_to(point).as_posix() for p in point.rglob("*") if p.is_file()) == [
+        "h1/rank0.1.pt.trace.json.gz",
+        "h1/rank0.profiler_out.txt",
+        "h2/dp1_pp0_tp0.1.pt.trace.json.gz",
+        "h2/dp1_pp0_tp0.profiler_out.txt",
+    ]
+    assert (point / "h2" / "dp1_pp0_tp0.profiler_out.txt").read_text() == "table of h2\n"
+    assert said == ["profile: chat: 4 files from the nodes in serving/chat/"]
+    recorded = set(run.manifest.files)
+    assert "serving/chat/profile-c2/h1/rank0.profiler_out.txt" in recorded
+    adopt_profiles(run, collected, ["chat"], said.append)  # a second call adds nothing twice
+    assert len([p for p in point.rglob("*") if p.is_file()]) == 4
