@@ -20,6 +20,17 @@ STAGE_NAMES = (
 VERDICT_STYLE = {"pass": "green", "fail": "red", "inconclusive": "yellow", "none": "dim"}
 
 
+def literal(console: Console):
+    """The runner's ``say`` on ``console``: each line printed as it is and whole. A line may
+    quote a server's log (``[wrapper.py:100]`` is no markup, and a ``[/...]`` in it would
+    raise), and one line stays one line in a captured log."""
+
+    def say(line: str) -> None:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+    return say
+
+
 @click.command("run")
 @click.argument("poc")
 @click.option(
@@ -49,7 +60,7 @@ def run_cmd(poc: str, resume: str | None, stages: tuple[str, ...]) -> None:
         fail(str(exc))
     console = Console()
     try:
-        run = run_poc(spec, resume=resume, only=list(stages) or None, say=console.print)
+        run = run_poc(spec, resume=resume, only=list(stages) or None, say=literal(console))
     except (RunnerError, RunError, SpecError) as exc:
         fail(str(exc))
     except LaunchError as exc:
