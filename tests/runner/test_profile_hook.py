@@ -86,7 +86,7 @@ def test_a_profiler_that_logged_its_failure_is_not_waited_for(tmp_path):
         "http://127.0.0.1:1", "vllm", ["c2"], tmp_path / "t", tmp_path / "r", said.append, [log]
     )
     hook.fails_in_log = True
-    hook.trace_dir.mkdir()
+    hook.before(point())
     started = time.monotonic()
     hook.after(point())
     assert time.monotonic() - started < profile.SETTLE_S / 4
@@ -95,13 +95,33 @@ def test_a_profiler_that_logged_its_failure_is_not_waited_for(tmp_path):
     assert "no table from ['rank0']: WARNING Failed to stop profiler: 'utf-8'" in line, said
 
 
-def test_a_failure_logged_before_the_stop_does_not_cut_the_wait(tmp_path):
+def test_a_failure_logged_mid_point_by_a_profiler_that_stopped_itself_counts(tmp_path):
+    """vLLM's profiler stops itself after its first engine steps (max_iterations): its
+    failure is in the log before the kit's stop call, and still ends the wait."""
+    said: list[str] = []
+    log = tmp_path / "server.log"
+    log.write_text("")
+    hook = SlowTableWorker(
+        "http://127.0.0.1:1", "vllm", ["c2"], tmp_path / "t", tmp_path / "r", said.append, [log]
+    )
+    hook.table_after_s = None
+    hook.before(point())
+    (hook.trace_dir / TRACE).write_bytes(b"\x1f\x8b trace")
+    with log.open("a") as handle:  # the point still running
+        handle.write(f"WARNING {profile.STOP_FAILED}: 'utf-8' codec can't decode\n")
+    started = time.monotonic()
+    hook.after(point())
+    assert time.monotonic() - started < profile.SETTLE_S / 4
+    assert any("no table from ['rank0']: WARNING Failed to stop" in line for line in said), said
+
+
+def test_a_failure_logged_before_the_point_does_not_cut_the_wait(tmp_path):
     log = tmp_path / "server.log"
     log.write_text(f"WARNING {profile.STOP_FAILED}: an earlier point's\n")
     hook = SlowTableWorker(
         "http://127.0.0.1:1", "vllm", ["c2"], tmp_path / "t", tmp_path / "r", logs=[log]
     )
-    hook.trace_dir.mkdir()
+    hook.before(point())
     hook.after(point())
     assert sorted(p.name for p in (tmp_path / "r" / "profile-c2").iterdir()) == sorted(
         [TABLE, TRACE]

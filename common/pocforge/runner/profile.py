@@ -73,6 +73,9 @@ class ProfileHook(PointHook):
             return
         self.trace_dir.mkdir(parents=True, exist_ok=True)
         self._before = set(self.trace_dir.rglob("*"))
+        # from here: vLLM's profiler stops itself after its first engine steps
+        # (max_iterations), mid-point, and a failure to write its table is logged then
+        self._log_sizes = {log: _size(log) for log in self.logs}
         body = {"output_dir": str(self.trace_dir)} if self.framework == "sglang" else None
         self._post("/start_profile", body)
         self.say(f"profile: {point.id} under {self.framework}'s torch profiler")
@@ -87,7 +90,6 @@ class ProfileHook(PointHook):
     def after(self, point: PointSummary) -> None:
         if point.id not in self.points:
             return
-        self._log_sizes = {log: _size(log) for log in self.logs}
         try:
             self._post("/stop_profile")
         except ProfileError as exc:
@@ -120,7 +122,8 @@ class ProfileHook(PointHook):
         )
 
     def _stop_failures(self) -> list[str]:
-        """The lines the servers logged since ``/stop_profile`` saying the profiler failed."""
+        """The lines the servers logged since the point's profile started saying the
+        profiler failed."""
         lines = []
         for log, start in self._log_sizes.items():
             try:
