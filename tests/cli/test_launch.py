@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pocforge.frameworks.process import free_port
+from pocforge.frameworks.process import free_port, group_members
 
 from ..conftest import REPO
 
@@ -65,20 +65,6 @@ def launch(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [POCFORGE, "launch", *args], cwd=cwd, capture_output=True, text=True, timeout=60
     )
-
-
-def group_members(pgid: int) -> list[int]:
-    """Live (not zombie) pids in process group ``pgid``, read from /proc as
-    ``ManagedProcess.live_group_members`` reads them."""
-    members = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
-            members.append(int(stat.parent.name))
-    return members
 
 
 def lines_of(proc: subprocess.Popen) -> queue.Queue:

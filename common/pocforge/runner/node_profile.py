@@ -29,7 +29,7 @@ from pocforge.cluster.driver import PLAYBOOKS, ClusterError, run_playbook
 from pocforge.cluster.workload import WORKDIR
 from pocforge.frameworks.base import PROFILE_DIR
 from pocforge.report.profiles import PREFIX
-from pocforge.runner.profile import SETTLE_S, ProfileError, ProfileHook
+from pocforge.runner.profile import SETTLE_S, ProfileHook
 
 Say = Callable[[str], None]
 NODE_PROFILES = f"{WORKDIR}/profiles"  # on a node: <workload>/profile-<point>/
@@ -65,12 +65,8 @@ class NodeProfileHook(ProfileHook):
         self.say(f"profile: {point.id} under {self.framework}'s torch profiler, on the nodes")
 
     def after(self, point: PointSummary) -> None:
-        if point.id not in self.points:
+        if not self._stop(point):
             return
-        try:
-            self._post("/stop_profile")
-        except ProfileError as exc:
-            self.say(f"profile: {point.id}: the profiler did not stop cleanly: {exc}")
         variables = {
             "profile_src": PROFILE_DIR,
             "profile_dest": node_folder(self.workload, point.id),

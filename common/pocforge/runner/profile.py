@@ -87,13 +87,19 @@ class ProfileHook(PointHook):
             self.say(f"profile: {point.id}: not started: {exc}")
             self.points.discard(point.id)
 
-    def after(self, point: PointSummary) -> None:
+    def _stop(self, point: PointSummary) -> bool:
+        """Stop the profiler after a profiled point; False for a point not profiled."""
         if point.id not in self.points:
-            return
+            return False
         try:
             self._post("/stop_profile")
         except ProfileError as exc:
             self.say(f"profile: {point.id}: the profiler did not stop cleanly: {exc}")
+        return True
+
+    def after(self, point: PointSummary) -> None:
+        if not self._stop(point):
+            return
         written = self._settle()
         missing = self._tables_missing(written)
         failed = self._stop_failures()
