@@ -381,8 +381,7 @@ def end_group(pgid: int, grace_s: float, leader_exited: Callable[[float], bool] 
             _killpg(pgid, signal.SIGKILL)
             leader_exited(10)
     _killpg(pgid, signal.SIGKILL)
-    # a killed process lingers until the kernel has torn it down
-    _until(lambda: not group_members(pgid), 10)
+    _group_emptied(pgid)(10)  # a killed process lingers until the kernel has torn it down
 
 
 def _group_emptied(pgid: int) -> Callable[[float], bool]:
@@ -542,10 +541,7 @@ def start_node(
                 ) from None
             started.append(process)
             processes.append(process)
-            what = (
-                launch.framework if launch.role == "server" else f"{launch.framework} {launch.role}"
-            )
-            say(f"starting {what} (pid {process.pid}); log: {log}")
+            say(f"starting {process.what()} (pid {process.pid}); log: {log}")
         for process in processes:
             others = tuple(p for p in processes if p is not process)
             _wait_ready(name, process, max(deadline - time.monotonic(), 1.0), say, others)

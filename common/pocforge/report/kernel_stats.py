@@ -206,9 +206,3 @@ def read(path: Path) -> KernelTable | None:
         return parse(Path(path).read_text(encoding="utf-8", errors="replace"))
     except (OSError, KernelStatsError):
         return None
-
-
-def summaries(folder: Path) -> list[Path]:
-    """The kernel summary files under ``folder`` (:data:`PATTERNS`), by name."""
-    found = {p for pattern in PATTERNS for p in Path(folder).rglob(pattern) if p.is_file()}
-    return sorted(found)

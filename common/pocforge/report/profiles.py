@@ -28,12 +28,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from pocforge.frameworks.process import PROFILE_TABLE_SUFFIX, PROFILE_TRACE_SUFFIXES
 from pocforge.report import kernel_stats
 from pocforge.results.schema import ServingResult
 
 PREFIX = "profile-"  # serving/<workload>/profile-<point>/ (pocforge.runner.profile)
-TRACE_SUFFIXES = (".trace.json.gz", ".trace.json")
-TABLE_SUFFIX = ".profiler_out.txt"
+TRACE_SUFFIXES = PROFILE_TRACE_SUFFIXES
+TABLE_SUFFIX = PROFILE_TABLE_SUFFIX
 TOP = 10
 NAME = "Name"
 # torch's columns the page keeps, in its order (CUDA ones only on a GPU run)

@@ -18,7 +18,6 @@ answer the move, is a line, never a failed point.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 from collections.abc import Callable
@@ -110,7 +109,7 @@ def adopt_profiles(run, collected: Path, workloads: list[str], say: Say) -> None
                 for path in sorted(p for p in folder.rglob("*") if p.is_file()):
                     target = dest / path.relative_to(folder)
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    with contextlib.suppress(FileExistsError):
+                    if not target.exists():  # adopted by an earlier call
                         _link(path, target)
                     kept += 1
         if kept:
@@ -121,7 +120,5 @@ def adopt_profiles(run, collected: Path, workloads: list[str], say: Say) -> None
 def _link(src: Path, dest: Path) -> None:
     try:
         os.link(src, dest)
-    except OSError as exc:
-        if isinstance(exc, FileExistsError):
-            raise
+    except OSError:
         shutil.copy2(src, dest)  # another filesystem
