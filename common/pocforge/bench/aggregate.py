@@ -12,7 +12,7 @@ import numpy as np
 
 from pocforge.bench.config import SweepConfig
 from pocforge.bench.environment import definitions
-from pocforge.bench.records import RequestRecord, read_records
+from pocforge.bench.measured import Measured, read_measured
 from pocforge.bench.run_metrics import (
     DISTRIBUTION_METRICS,
     SCALAR_METRICS,
@@ -65,7 +65,7 @@ def aggregate(repeats: list[RepeatResult]) -> dict[str, dict[str, Aggregate]]:
     return out
 
 
-def verdicts(cfg: SweepConfig, per_repeat: list[list[RequestRecord]], repeats: list[RepeatResult]):
+def verdicts(cfg: SweepConfig, per_repeat: list[list[Measured]], repeats: list[RepeatResult]):
     ok_idx = [i for i, r in enumerate(repeats) if r.status == "ok"]
     out = []
     for k, slo in enumerate(cfg.slos):
@@ -86,7 +86,7 @@ def verdicts(cfg: SweepConfig, per_repeat: list[list[RequestRecord]], repeats: l
 
 
 def judge_point(
-    summary: Summary, point: PointSummary, cfg: SweepConfig, per_repeat: list[list[RequestRecord]]
+    summary: Summary, point: PointSummary, cfg: SweepConfig, per_repeat: list[list[Measured]]
 ) -> None:
     """Aggregate ``point``'s repeats and judge its SLOs (a failed point has no verdicts);
     metrics a hook added to the repeats are defined in the summary."""
@@ -112,7 +112,7 @@ def rejudge(summary: Summary, folder: Path) -> Path:
     ``folder`` (their own files, as the sweep wrote them), and write the summary."""
     cfg = SweepConfig.model_validate(summary.config)
     for point in summary.points:
-        records = read_records(folder / point.records_file) if point.records_file else []
+        records = list(read_measured(folder / point.records_file)) if point.records_file else []
         per_repeat = [[r for r in records if r.repeat == rep.repeat] for rep in point.repeats]
         judge_point(summary, point, cfg, per_repeat)
     summary.best_passing_point = best_passing(summary)

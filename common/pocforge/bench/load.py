@@ -39,6 +39,7 @@ import numpy as np
 
 from pocforge.bench.client import Api, RawResult, build_payload
 from pocforge.bench.datasets import RequestSpec
+from pocforge.bench.measured import Measured
 from pocforge.bench.records import RequestRecord
 from pocforge.bench.request_metrics import build_record
 
@@ -67,7 +68,7 @@ class LoadSpec:
 
 @dataclass
 class RunOutcome:
-    records: list[RequestRecord]
+    records: list[Measured]  # each request's figures; its whole record went to on_record
     duration_s: float
     sent: int
     send_span_s: float
@@ -153,7 +154,7 @@ async def run_load(
     if load.warmup:
         await _warmup(transport, url, bodies, load)
 
-    records: list[RequestRecord] = []
+    records: list[Measured] = []
     sent = 0
     last_send = 0.0
     gc.collect()
@@ -194,7 +195,7 @@ async def run_load(
             count_tokens=count_tokens,
         )
         rec.turn = spec.turn
-        records.append(rec)
+        records.append(Measured(rec))
         if on_record is not None and not broken:
             try:
                 on_record(rec)

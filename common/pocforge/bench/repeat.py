@@ -13,6 +13,7 @@ from pocforge.bench.config import BenchError, SweepConfig
 from pocforge.bench.datasets import FIXED_SETS, build_requests
 from pocforge.bench.environment import check_server
 from pocforge.bench.load import LoadSpec, run_load
+from pocforge.bench.measured import Measured
 from pocforge.bench.promscrape import Scraper, server_metrics
 from pocforge.bench.records import RecordWriter, RequestRecord
 from pocforge.bench.run_metrics import (
@@ -44,7 +45,7 @@ class Progress:
 
 
 def _client_health(
-    cfg: SweepConfig, lag: list[float], records: list[RequestRecord], cpu_s: float, wall_s: float
+    cfg: SweepConfig, lag: list[float], records: list[Measured], cpu_s: float, wall_s: float
 ) -> ClientHealth:
     loop = describe(lag)
     send = describe([r.client_lag_ms for r in records])
@@ -89,7 +90,7 @@ async def run_repeat(
     writer: RecordWriter,
     progress: Progress,
     stop: asyncio.Event,
-) -> tuple[RepeatResult, list[RequestRecord]]:
+) -> tuple[RepeatResult, list[Measured]]:
     started = now()
     empty = ClientHealth(
         limited=False,
@@ -99,7 +100,7 @@ async def run_repeat(
         cpu_utilisation=0.0,
     )
 
-    def failed(msg: str) -> tuple[RepeatResult, list[RequestRecord]]:
+    def failed(msg: str) -> tuple[RepeatResult, list[Measured]]:
         return RepeatResult(
             repeat=rep,
             status="failed",

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from pocforge.bench.measured import Measured
 from pocforge.bench.records import RequestRecord
 from pocforge.stats import describe
 
@@ -34,7 +35,7 @@ SCALAR_METRICS = (
 )
 
 
-def samples(records: Sequence[RequestRecord], metric: str) -> np.ndarray:
+def samples(records: Sequence[RequestRecord | Measured], metric: str) -> np.ndarray:
     """Per-request samples of a distribution metric over the successful records.
 
     ``itl_ms`` pools every gap of every request; ``tpot_ms`` and ``interactivity`` skip
@@ -61,7 +62,7 @@ def samples(records: Sequence[RequestRecord], metric: str) -> np.ndarray:
     return np.asarray(vals, dtype=float)
 
 
-def meets_slos(record: RequestRecord, thresholds: dict[str, float]) -> bool:
+def meets_slos(record: RequestRecord | Measured, thresholds: dict[str, float]) -> bool:
     """vLLM's goodput rule: a request is good if its TTFT, TPOT and E2EL are each within
     the SLO thresholds given for them (a request with one output token has TPOT 0)."""
     if not record.success:
@@ -74,7 +75,7 @@ def meets_slos(record: RequestRecord, thresholds: dict[str, float]) -> bool:
     return all(values[m] <= thr for m, thr in thresholds.items() if m in values)
 
 
-def peak_concurrency(records: Sequence[RequestRecord]) -> int:
+def peak_concurrency(records: Sequence[RequestRecord | Measured]) -> int:
     """Most requests in flight at once, from send and end times (failed ones included)."""
     events: list[tuple[float, int]] = []
     for r in records:
@@ -89,7 +90,7 @@ def peak_concurrency(records: Sequence[RequestRecord]) -> int:
 
 
 def run_metrics(
-    records: Sequence[RequestRecord],
+    records: Sequence[RequestRecord | Measured],
     duration_s: float,
     goodput_thresholds: dict[str, float],
     gpus: int,

@@ -28,7 +28,8 @@ from pocforge.bench.client import (
 )
 from pocforge.bench.config import SweepConfig
 from pocforge.bench.environment import DEFINITION_NOTES, check_server, definitions, environment
-from pocforge.bench.records import RecordWriter, RequestRecord
+from pocforge.bench.measured import Measured
+from pocforge.bench.records import RecordWriter
 from pocforge.bench.repeat import Progress, now, run_repeat
 from pocforge.bench.summary import (
     Environment,
@@ -134,7 +135,7 @@ async def _points(
         )
         summary.points.append(point)
         await asyncio.to_thread(hook.before, point)
-        per_repeat: list[list[RequestRecord]] = []
+        per_repeat: list[list[Measured]] = []
         with RecordWriter(out_dir / point.records_file) as writer:
             for rep in range(cfg.repeats):
                 if stop.is_set():
