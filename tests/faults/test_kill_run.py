@@ -185,12 +185,17 @@ def _kill_the_run(root: Path, tmp_path: Path, run: Path | None, seen: list[dict]
     rng = random.Random(SEED)
     kills = readable = lost = finished_early = served_total = 0
     # stratified: one instant in each of INSTANTS equal slices of the span, in a seeded
-    # order, so even a few kills land in the start, the sweep and the report
-    width = (SPAN_S[1] - SPAN_S[0]) / INSTANTS
-    slices = [SPAN_S[0] + i * width for i in range(INSTANTS)]
-    rng.shuffle(slices)
-    for k, low in enumerate(slices):
-        instant = rng.uniform(low, low + width)
+    # order, so even a few kills land in the start, the sweep and the report. An attempt
+    # that finishes before its instant shows a whole run is shorter than the span: the
+    # span shrinks to it and that slice is drawn again, so INSTANTS kills land in a run
+    fractions = [(i + rng.random()) / INSTANTS for i in range(INSTANTS)]
+    rng.shuffle(fractions)
+    span_end = SPAN_S[1]
+    attempt = 0
+    while fractions and attempt < 2 * INSTANTS:
+        k, attempt = attempt, attempt + 1
+        fraction = fractions.pop(0)
+        instant = SPAN_S[0] + fraction * (span_end - SPAN_S[0])
         proc = start(root, "faulted", run, tmp_path / f"attempt-{k}.log")
         began = time.monotonic()
         while proc.poll() is None and time.monotonic() - began < instant - MARGIN_S:
@@ -201,6 +206,8 @@ def _kill_the_run(root: Path, tmp_path: Path, run: Path | None, seen: list[dict]
         if proc.poll() is not None:  # finished before its instant: the next starts afresh
             assert proc.returncode == 0, (tmp_path / f"attempt-{k}.log").read_text()[-3000:]
             finished_early += 1
+            span_end = max(SPAN_S[0] + 1.0, min(span_end, time.monotonic() - began))
+            fractions.append(fraction)
             run = None
             continue
         os.kill(proc.pid, signal.SIGKILL)
@@ -266,6 +273,7 @@ def test_sigkill_of_pocforge_run_at_seeded_instants(faulted, fault_table):
     output = runs["output"]
     assert runs["code"] == 0, output[-3000:]
     assert "overall: PASS" in output and "Traceback" not in output
+    assert runs["kills"] == INSTANTS  # each landed in a run, however short the runs are
     run = runs["run"]
     manifest = json.loads((run / "run.json").read_text())
     assert manifest["status"] == "complete"
@@ -284,6 +292,7 @@ def test_sigkill_of_pocforge_run_at_seeded_instants(faulted, fault_table):
             lost=runs["lost"],
             resumed=runs["kills"],
             note=f"{runs['served_total']} requests served before the kills; "
-            f"{runs['finished_early']} run(s) finished before their instant",
+            f"{runs['finished_early']} run(s) finished before their instant (drawn again "
+            "within a whole run's length)",
         )
     )

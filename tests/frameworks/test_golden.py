@@ -79,18 +79,29 @@ def test_multi_node_layouts():
 
     training = json.loads(plan_json("llama-3-8b-bf16-mi300x-deepspeed"))
     # One DeepSpeed launcher per node (--no_ssh): each node starts its own ranks and gets its
-    # own copy of the hostfile, the DeepSpeed config and the run file.
+    # own copy of the hostfile, the DeepSpeed config and the run file. The POC profiles two
+    # steps with rocprofv3: each launcher runs under it (its ranks are its children), with
+    # the ROCTx gate first on their PYTHONPATH.
     assert [launch["node_rank"] for launch in training] == [0, 1, 2, 3]
     for launch in training:
         argv = launch["argv"]
-        assert argv[:3] == [
+        framework = argv.index("/opt/pocforge/venvs/deepspeed/bin/python")
+        assert argv[framework : framework + 3] == [
             "/opt/pocforge/venvs/deepspeed/bin/python",
             "-m",
             "deepspeed.launcher.runner",
         ]
+        assert argv[:2] == ["rocprofv3", "--selected-regions"]
+        assert argv[argv.index("--pmc") + 1 : argv.index("--")] == ["SQ_WAVES", "GRBM_GUI_ACTIVE"]
         assert "--no_ssh" in argv and f"--node_rank={launch['node_rank']}" in argv
         assert "--num_nodes=4" in argv and "--master_addr=198.51.100.21" in argv
-        assert set(launch["files"]) == {"hostfile", "ds_config.json", "run.json"}
+        assert set(launch["files"]) == {
+            "hostfile",
+            "ds_config.json",
+            "run.json",
+            "roctx-site/sitecustomize.py",
+        }
+        assert json.loads(launch["files"]["run.json"])["profile_tool"] == "rocprofv3"
     launcher = training[0]
     assert launcher["files"]["hostfile"].splitlines() == [
         f"198.51.100.2{i} slots=8" for i in range(1, 5)

@@ -502,3 +502,50 @@ def test_profiled_training_steps_are_steps_of_the_run(load, good):
     good["training"]["profile"] = {"steps": [1]}
     good["training"]["framework"] = "megatron"  # Megatron-LM's own profiler flags
     assert load(good).training.profile.steps == [1]
+
+
+def test_a_gpu_profiler_must_profile_the_clusters_gpus(load, good):
+    """The good spec is MI300X: rocprofv3 profiles it; nsys is refused and pointed to
+    rocprofv3; on a CPU cluster both are refused and pointed to torch's profiler."""
+    workload = good["serving"]["workloads"][0]
+    workload["profile"] = {"points": ["c8"], "tool": "rocprofv3", "counters": ["SQ_WAVES"]}
+    assert load(good).serving.workloads[0].profile.tool == "rocprofv3"
+    workload["profile"] = {"points": ["c8"], "tool": "nsys"}
+    (msg,) = messages(load, good)
+    assert (
+        "serving.workloads.0.profile.tool: nsys profiles NVIDIA GPUs and cluster.gpu is "
+        "MI300X (AMD): use tool: rocprofv3 or torch"
+    ) in msg
+    good["training"] = training(profile={"steps": [1], "tool": "nsys"})
+    workload.pop("profile")
+    (msg,) = messages(load, good)
+    assert "training.profile.tool: nsys profiles NVIDIA GPUs" in msg
+    good["training"]["profile"]["tool"] = "rocprofv3"
+    assert load(good).training.profile.tool == "rocprofv3"
+
+
+def test_counters_are_rocprofv3s(load, good):
+    good["serving"]["workloads"][0]["profile"] = {"points": ["c8"], "counters": ["SQ_WAVES"]}
+    (msg,) = messages(load, good)
+    assert "counters are rocprofv3's --pmc; tool is torch: set tool: rocprofv3" in msg
+
+
+def test_one_server_one_profiler_and_rocprofv3_one_point(load, good):
+    """rocprofv3 writes at the server's exit, so one point per serving stage; and the
+    workloads share the server, so they share its profiler."""
+    first = good["serving"]["workloads"][0]
+    second = {**first, "name": "again"}
+    good["serving"]["workloads"].append(second)
+    first["profile"] = {"points": ["c1"], "tool": "rocprofv3"}
+    second["profile"] = {"points": ["c8"], "tool": "rocprofv3"}
+    (msg,) = messages(load, good)
+    assert (
+        "serving.workloads.1.profile.points: rocprofv3 writes its files when the server "
+        "exits, so a serving stage profiles one point with it (chat c1, again c8): keep one"
+    ) in msg
+    second["profile"] = {"points": ["c8"]}
+    (msg,) = messages(load, good)
+    assert (
+        "serving.workloads.1.profile.tool: one server serves every workload, so one "
+        "profiler: workload chat uses rocprofv3 and again torch; give both the same tool"
+    ) in msg

@@ -40,6 +40,14 @@ def profiled(spec: PocSpec) -> bool:
     return spec.serving is not None and any(w.profile for w in spec.serving.workloads)
 
 
+def serving_profiler(spec: PocSpec) -> str | None:
+    """The profiler the serving stage's profiled points use (``torch``, ``nsys``,
+    ``rocprofv3``; validate makes the workloads agree), None when no point is profiled."""
+    if spec.serving is None:
+        return None
+    return next((w.profile.tool for w in spec.serving.workloads if w.profile), None)
+
+
 @dataclass
 class LaunchContext:
     """Where and how the launches run; defaults describe this machine."""

@@ -87,6 +87,7 @@ def run_config(spec: PocSpec, out_dir: Path) -> dict:
         "seed": 0,
         "out": str(out_dir / "summary.json"),
         "profile_steps": sorted(training.profile.steps) if training.profile else [],
+        "profile_tool": training.profile.tool if training.profile else "torch",
     }
 
 

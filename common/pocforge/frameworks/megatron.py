@@ -149,7 +149,7 @@ def megatron_args(spec: PocSpec) -> list[str]:
         ]  # fmt: skip
     if training.profile is not None:
         world = training.world_size or spec.cluster.total_gpus
-        args += profile_args(training.profile.steps, world)
+        args += profile_args(training.profile.steps, world, training.profile.tool)
     # A throughput run: log every iteration with its TFLOP/s, no evaluation, no checkpoint.
     args += ["--log-interval", "1", "--log-throughput", "--eval-iters", "0", "--eval-interval", str(training.steps + 1)]  # fmt: skip
     if on_cpu:
@@ -180,24 +180,27 @@ def profiled_iterations(steps: list[int]) -> range:
     return range(min(steps) + 1, max(steps) + 2)
 
 
-def profile_args(steps: list[int], world: int) -> list[str]:
-    """Megatron-LM's torch profiler over the spec's steps on every rank.
+def profile_args(steps: list[int], world: int, tool: str = "torch") -> list[str]:
+    """Megatron-LM's profiler over the spec's steps on every rank.
 
     Megatron starts the profiler before its loop and steps it at the top of each iteration,
     on ``schedule(wait=start-1, warmup=1, active=end-start)``: it records iterations
     ``start`` to ``end - 1`` (:func:`profiled_iterations`). Its trace handler writes to
     ``--tensorboard-dir`` (newer releases to ``<tensorboard-dir>/../torch_profile/``): both
-    land under ``training/profile/``.
+    land under ``training/profile/``. For a GPU tool (nsys, rocprofv3) it is ``--profile``
+    alone: Megatron then calls ``torch.cuda.cudart().cudaProfilerStart()`` at iteration
+    ``start`` and ``Stop()`` at ``end``, the range the tool records.
     """
     iterations = profiled_iterations(steps)
     start, end = iterations.start, iterations.stop
+    torch = ["--use-pytorch-profiler", "--tensorboard-dir", PROFILE_DIR] if tool == "torch" else []
     return [
         "--profile",
-        "--use-pytorch-profiler",
+        *torch[:1],
         "--profile-step-start", str(start),
         "--profile-step-end", str(end),
         "--profile-ranks", *[str(r) for r in range(world)],
-        "--tensorboard-dir", PROFILE_DIR,
+        *torch[1:],
     ]  # fmt: skip
 
 

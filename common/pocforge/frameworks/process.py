@@ -202,6 +202,7 @@ class ManagedProcess:
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         self.workdir.mkdir(parents=True, exist_ok=True)
         for name, content in self.launch.files.items():
+            (self.workdir / name).parent.mkdir(parents=True, exist_ok=True)
             (self.workdir / name).write_text(content)
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.launch.env}  # logs stream as written
         log = self.log_file.open("ab", buffering=0)
@@ -681,6 +682,8 @@ def run_to_completion(launch: NodeLaunch, log: Path, timeout_s: float, workdir: 
         ignore_interrupts()
         process.stop()
     print(f"{launch.framework} {launch.role} exited with code {code}", flush=True)
+    for problem in nsys_reports_summed(launch, workdir):
+        print(f"profile: no kernel table: {problem}", flush=True)
     if code:
         print(process.log_tail(), file=sys.stderr, flush=True)
     return code
@@ -691,6 +694,57 @@ def run_to_completion(launch: NodeLaunch, log: Path, timeout_s: float, workdir: 
 PROFILE_SETTLE_S = 120.0
 PROFILE_TABLE_SUFFIX = ".profiler_out.txt"  # vLLM's per-worker table of top operations
 PROFILE_TRACE_SUFFIXES = (".trace.json.gz", ".trace.json")
+
+
+NSYS_REPORT_SUFFIX = ".nsys-rep"
+# what nsys writes while a range's report is still being made (its raw stream), and the
+# kernel table the kit sums each report into (``nsys stats``; the dashboard reads it)
+NSYS_PENDING_SUFFIXES = (".qdstrm", ".nsys-rep.tmp")
+NSYS_KERNEL_REPORT = "cuda_gpu_kern_sum"
+
+
+def profile_pending(files: list[Path], framework: str, tool: str = "torch") -> list[str]:
+    """What a profiled point's files still lack: vLLM torch tables (by worker), or, under
+    nsys, a report at all or one still being written."""
+    if tool == "nsys":
+        names = [p.name for p in files]
+        if any(n.endswith(NSYS_PENDING_SUFFIXES) for n in names):
+            return [n for n in names if n.endswith(NSYS_PENDING_SUFFIXES)]
+        return [] if any(n.endswith(NSYS_REPORT_SUFFIX) for n in names) else ["an nsys report"]
+    return profile_tables_missing(files, framework)
+
+
+def nsys_summaries(files: list[Path], nsys: str = "nsys", timeout_s: float = 600.0) -> list[str]:
+    """Each Nsight Systems report among ``files`` summed into its kernel table beside it
+    (``<report>_cuda_gpu_kern_sum.csv``); a line per report that could not be."""
+    problems = []
+    for report in (p for p in files if p.name.endswith(NSYS_REPORT_SUFFIX)):
+        stem = report.with_name(report.name[: -len(NSYS_REPORT_SUFFIX)])
+        argv = [nsys, "stats", "--report", NSYS_KERNEL_REPORT, "--format", "csv"]
+        argv += ["--force-export", "true", "--output", str(stem), str(report)]
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            problems.append(f"{report.name}: nsys stats: {exc}")
+            continue
+        if done.returncode != 0:
+            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+            problems.append(f"{report.name}: nsys stats exited {done.returncode}: {tail[0]}")
+    return problems
+
+
+def nsys_reports_summed(launch: NodeLaunch, workdir: Path) -> list[str]:
+    """After a finite launch that ran under nsys (a trainer): its reports summed into their
+    kernel tables (:func:`nsys_summaries`), in the folder its ``--output`` names; the
+    problems, [] for a launch not under nsys."""
+    if "nsys" not in launch.argv or "--capture-range" not in launch.argv:
+        return []
+    output = flag_value(launch.argv, "--output").replace(WORKDIR, str(workdir))
+    folder = Path(output).parent
+    folder = folder if folder.is_absolute() else workdir / folder
+    reports = sorted(folder.glob(f"*{NSYS_REPORT_SUFFIX}")) if folder.is_dir() else []
+    nsys = launch.argv[launch.argv.index("nsys")]
+    return nsys_summaries(reports, nsys)
 
 
 def profile_tables_missing(files: list[Path], framework: str) -> list[str]:
@@ -710,6 +764,7 @@ def settle_profile(
     before: frozenset[Path] = frozenset(),
     failed: Callable[[], bool] = lambda: False,
     empty_after_s: float | None = None,
+    tool: str = "torch",
 ) -> list[Path]:
     """The files a profiler wrote under ``src`` (those not in ``before``) once their sizes
     hold still for a second and every vLLM worker's table is among them, or ``failed()``
@@ -717,14 +772,15 @@ def settle_profile(
 
     A profiler writes after ``/stop_profile`` has returned, in its workers: vLLM's each
     writes its trace, then sums the trace into its table (``key_averages``), which under
-    load took longer than the trace's size took to settle. ``empty_after_s``: give up
-    sooner when nothing at all has come by then (a node that serves no engine)."""
+    load took longer than the trace's size took to settle; nsys makes a range's report
+    after the range ends (:func:`profile_pending`). ``empty_after_s``: give up sooner when
+    nothing at all has come by then (a node that serves no engine)."""
     started = time.monotonic()
     deadline = started + timeout_s
     last: dict[Path, int] = {}
     while True:
         new = {p: p.stat().st_size for p in Path(src).rglob("*") if p.is_file() and p not in before}
-        tables = not profile_tables_missing(list(new), framework)
+        tables = not profile_pending(list(new), framework, tool)
         now = time.monotonic()
         nothing = not new and empty_after_s is not None and now - started > empty_after_s
         if new == last and ((new and tables) or failed() or nothing) or now > deadline:
@@ -750,12 +806,21 @@ def _settle_main(argv: list[str]) -> int:
     parser.add_argument("--framework", required=True)
     parser.add_argument("--timeout", type=float, default=PROFILE_SETTLE_S)
     parser.add_argument("--empty-after", type=float, default=30.0)
+    parser.add_argument("--tool", default="torch", choices=["torch", "nsys"])
+    parser.add_argument("--nsys", default="nsys", help="the nsys that sums the reports")
     args = parser.parse_args(argv)
     args.src.mkdir(parents=True, exist_ok=True)
-    files = settle_profile(args.src, args.framework, args.timeout, empty_after_s=args.empty_after)
-    missing = profile_tables_missing(files, args.framework)
+    files = settle_profile(
+        args.src, args.framework, args.timeout, empty_after_s=args.empty_after, tool=args.tool
+    )
+    missing = profile_pending(files, args.framework, args.tool)
     move_profile(files, args.dest)
-    print(json.dumps({"moved": len(files), "missing_tables": missing}), flush=True)
+    moved = [args.dest / p.name for p in files]
+    problems = nsys_summaries(moved, args.nsys) if args.tool == "nsys" else []
+    print(
+        json.dumps({"moved": len(files), "missing_tables": missing, "problems": problems}),
+        flush=True,
+    )
     return 0
 
 

@@ -18,7 +18,7 @@ from pocforge.frameworks.base import (
     flag_args,
     model_path,
     node_hosts,
-    profiled,
+    serving_profiler,
 )
 from pocforge.spec import PocSpec
 from pocforge.spec.quantization import quantization_flag
@@ -152,7 +152,12 @@ class VllmAdapter:
         if offload is not None:  # vLLM's own host-memory tier (validate: native or lmcache)
             options["kv-offloading-backend"] = offload.backend
             options["kv-offloading-size"] = offload.size_gb
-        if profiled(spec):  # vLLM's torch profiler, started and stopped around a point
+        tool = serving_profiler(spec)
+        if tool not in (None, "torch"):
+            # the workers' torch.cuda.profiler.start()/stop(): nsys's capture range, and
+            # through the kit's ROCTx gate rocprofv3's selected region (gpu_profiler.py)
+            options["profiler-config"] = {"profiler": "cuda", "max_iterations": PROFILE_STEPS}
+        elif tool == "torch":  # vLLM's torch profiler, started and stopped around a point
             options["profiler-config"] = {
                 "profiler": "torch",
                 "torch_profiler_dir": ctx.profile_dir or PROFILE_DIR,

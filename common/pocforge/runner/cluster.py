@@ -36,6 +36,7 @@ from pocforge.cluster.known_hosts import known_hosts_path, policy_vars
 from pocforge.cluster.workload import adopt_training, workload_vars
 from pocforge.frameworks.base import inventory_hosts, model_path
 from pocforge.frameworks.disagg import connector_of
+from pocforge.frameworks.gpu_profiler import rocprof_point
 from pocforge.runner import gates
 from pocforge.runner.node_profile import NodeProfileHook, adopt_profiles
 from pocforge.runner.node_telemetry import (
@@ -306,6 +307,7 @@ def run_serving(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
                         run,
                         nodes,
                         say,
+                        tool=workload.profile.tool,
                     )
                 summary = run_sweep(cfg, stage.dir / workload.name, hook=hook, stop_when=watchdog)
                 if summary.stopped_because:
@@ -326,12 +328,13 @@ def run_serving(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
             gates.accuracy_tasks(spec, base, stage.dir, say)
             gates.parity_candidate(spec, base, stage.dir, say)
     finally:
-        _collect_and_teardown(run, nodes, collected, say)
+        rocprof = rocprof_point(spec)  # its files come at the servers' exit: stop them first
+        _collect_and_teardown(run, nodes, collected, say, stop_first=rocprof is not None)
         with _telemetry_is_extra(say):  # the points' energy, from what the nodes recorded
             serving_energy(spec, run, node_series(run, collected, "serve", say), say)
         with _telemetry_is_extra(say, "profile: the nodes' files"):
             profiled = [w.name for w in spec.serving.workloads if w.profile]
-            adopt_profiles(run, collected, profiled, say)
+            adopt_profiles(run, collected, profiled, say, rocprof=rocprof)
 
 
 def _shared_kv_in_run(spec: PocSpec, run) -> PocSpec:
@@ -374,9 +377,15 @@ def _telemetry_is_extra(say: Say, what: str = "telemetry: the nodes' figures") -
         say(f"{what} not made ({type(exc).__name__}: {exc})")
 
 
-def _collect_and_teardown(run, nodes: Nodes, collected: Path, say: Say) -> None:
+def _collect_and_teardown(
+    run, nodes: Nodes, collected: Path, say: Say, stop_first: bool = False
+) -> None:
+    """collect.yml, then teardown.yml, also when collect fails. ``stop_first``: collect
+    stops the launchers before it lists the files (rocprofv3 writes at exit)."""
     try:
         collect = {**nodes.extravars, "collect_dest": str(collected)}
+        if stop_first:
+            collect["collect_stop_launchers"] = True
         run_playbook_stage(
             run, PLAYBOOKS["collect"], nodes.inventory, extravars=collect, limit=nodes.limit
         )

@@ -26,11 +26,13 @@ from pocforge.bench.from_spec import sweep_config
 from pocforge.bench.sweep import Hooks, run_sweep
 from pocforge.frameworks import LaunchContext
 from pocforge.frameworks.base import model_path, prepare_model, profiled
+from pocforge.frameworks.gpu_profiler import ROCPROF_SUBDIR, rocprof_point
 from pocforge.frameworks.patching import FRAMEWORKS, PatchError
 from pocforge.frameworks.patching.pristine import overlay
 from pocforge.frameworks.process import ManagedProcess, free_port, in_start_order, start_node
 from pocforge.frameworks.startup import startup_timeout_s
 from pocforge.paths import workspace_root
+from pocforge.report.profiles import PREFIX
 from pocforge.results.adapters import from_kernel_bench, from_training_summary
 from pocforge.runner import gates
 from pocforge.runner.profile import ProfileHook
@@ -114,6 +116,21 @@ def serve(
             process.stop()
         # the transferred KV is scratch, not a result (its share is in the summaries)
         shutil.rmtree(stage_dir / "kv-shared", ignore_errors=True)
+        keep_rocprof(spec, stage_dir, say)
+
+
+def keep_rocprof(spec: PocSpec, stage_dir: Path, say: Say) -> None:
+    """What rocprofv3 wrote as the server's processes exited, moved into its profiled
+    point's folder (``<workload>/profile-<point>/rocprofv3/``)."""
+    point = rocprof_point(spec)
+    written = traces(stage_dir) / ROCPROF_SUBDIR
+    if point is None or not written.is_dir():
+        return
+    dest = stage_dir / point[0] / f"{PREFIX}{point[1]}" / ROCPROF_SUBDIR
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(str(written), dest)
+    count = sum(1 for p in dest.rglob("*") if p.is_file())
+    say(f"profile: {point[1]}: rocprofv3 wrote {count} files at the server's exit, in {dest}")
 
 
 def traces(stage_dir: Path) -> Path:
@@ -149,6 +166,7 @@ def run_serving(spec: PocSpec, stage_dir: Path, say: Say) -> None:
                     folder,
                     say,
                     logs=[process.log_file for process in server.processes],
+                    tool=workload.profile.tool,
                 )
                 hook = Hooks(telemetry, profile)
             try:

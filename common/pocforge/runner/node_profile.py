@@ -27,6 +27,7 @@ from pocforge.bench.summary import PointSummary
 from pocforge.cluster.driver import PLAYBOOKS, ClusterError, run_playbook
 from pocforge.cluster.workload import WORKDIR
 from pocforge.frameworks.base import PROFILE_DIR
+from pocforge.frameworks.gpu_profiler import ROCPROF_SUBDIR
 from pocforge.report.profiles import PREFIX
 from pocforge.runner.profile import SETTLE_S, ProfileHook
 
@@ -52,24 +53,29 @@ class NodeProfileHook(ProfileHook):
         run,
         nodes,
         say: Say = print,
+        tool: str = "torch",
     ):
-        super().__init__(base_url, framework, points, Path(PROFILE_DIR), Path(), say)
+        super().__init__(base_url, framework, points, Path(PROFILE_DIR), Path(), say, tool=tool)
         self.workload, self.run, self.nodes = workload, run, nodes
 
     def _start(self, point: PointSummary) -> None:
         if point.id not in self.points:
             return
-        body = {"output_dir": PROFILE_DIR} if self.framework == "sglang" else None
-        self._post("/start_profile", body)
-        self.say(f"profile: {point.id} under {self.framework}'s torch profiler, on the nodes")
+        self._post("/start_profile", self._start_body(PROFILE_DIR))
+        self.say(f"profile: {point.id} under {self._profiler()}, on the nodes")
 
     def after(self, point: PointSummary) -> None:
         if not self._stop(point):
+            return
+        if self.tool == "rocprofv3":  # written at the servers' exit: collect.yml stops them
+            self.rocprof_point = point.id
+            self.say(f"profile: {point.id}: rocprofv3 writes its files when the servers stop")
             return
         variables = {
             "profile_src": PROFILE_DIR,
             "profile_dest": node_folder(self.workload, point.id),
             "profile_framework": self.framework,
+            "profile_tool": self.tool,
             "profile_settle_s": int(SETTLE_S),
             "profile_workdir": WORKDIR,
             **self.nodes.extravars,
@@ -93,19 +99,33 @@ class NodeProfileHook(ProfileHook):
             missing = moved.get("missing_tables") or []
             note = f"; no table from {missing}" if missing else ""
             self.say(f"profile: {point.id}: {name}: {moved.get('moved', 0)} files kept{note}")
+            for problem in moved.get("problems") or []:
+                self.say(f"profile: {point.id}: {name}: no kernel table: {problem}")
 
 
-def adopt_profiles(run, collected: Path, workloads: list[str], say: Say) -> None:
+def adopt_profiles(
+    run, collected: Path, workloads: list[str], say: Say, rocprof: tuple[str, str] | None = None
+) -> None:
     """Each node's profiled points among the collected files (``<collected>/<host>/<its
     path>``) linked into ``serving/<workload>/profile-<point>/<host>/`` and recorded in
-    the run (a hard link: the collected copy stays whole, nothing is stored twice)."""
+    the run (a hard link: the collected copy stays whole, nothing is stored twice).
+    ``rocprof``: the (workload, point) rocprofv3 profiled, whose files it wrote at the
+    servers' exit into ``PROFILE_DIR/rocprofv3/``."""
     hosts = sorted(p for p in collected.iterdir() if p.is_dir()) if collected.is_dir() else []
     for workload in workloads:
         kept = 0
         for host in hosts:
             base = host / NODE_PROFILES.lstrip("/") / workload
-            for folder in sorted(base.glob(f"{PREFIX}*")) if base.is_dir() else []:
-                dest = run.path / "serving" / workload / folder.name / host.name
+            folders = (
+                [(f, f.name) for f in sorted(base.glob(f"{PREFIX}*"))] if base.is_dir() else []
+            )
+            if rocprof is not None and rocprof[0] == workload:
+                exited = host / PROFILE_DIR.lstrip("/") / ROCPROF_SUBDIR
+                folders += [(exited, f"{PREFIX}{rocprof[1]}")] if exited.is_dir() else []
+            for folder, name in folders:
+                dest = run.path / "serving" / workload / name / host.name
+                if folder.name == ROCPROF_SUBDIR:
+                    dest = dest / ROCPROF_SUBDIR
                 for path in sorted(p for p in folder.rglob("*") if p.is_file()):
                     target = dest / path.relative_to(folder)
                     target.parent.mkdir(parents=True, exist_ok=True)

@@ -21,7 +21,8 @@ from pocforge.bench.summary import PointSummary
 from pocforge.bench.sweep import PointHook
 from pocforge.frameworks.process import (
     PROFILE_SETTLE_S,
-    profile_tables_missing,
+    nsys_summaries,
+    profile_pending,
     settle_profile,
 )
 
@@ -49,11 +50,15 @@ class ProfileHook(PointHook):
         folder: Path,
         say: Say = print,
         logs: list[Path] = (),
+        tool: str = "torch",
     ):
-        """``logs``: the server processes' log files, read for a profiler that failed to stop."""
+        """``logs``: the server processes' log files, read for a profiler that failed to
+        stop. ``tool``: ``torch``, or the GPU profiler the server runs under (nsys,
+        rocprofv3: :mod:`pocforge.frameworks.gpu_profiler`)."""
         self.base_url, self.framework, self.points = base_url.rstrip("/"), framework, set(points)
         self.trace_dir, self.folder, self.say = Path(trace_dir), Path(folder), say
         self.logs = [Path(log) for log in logs]
+        self.tool = tool
         self._before: set[Path] = set()
         self._log_sizes: dict[Path, int] = {}
 
@@ -76,9 +81,21 @@ class ProfileHook(PointHook):
         # from here: vLLM's profiler stops itself after its first engine steps
         # (max_iterations), mid-point, and a failure to write its table is logged then
         self._log_sizes = {log: _size(log) for log in self.logs}
-        body = {"output_dir": str(self.trace_dir)} if self.framework == "sglang" else None
-        self._post("/start_profile", body)
-        self.say(f"profile: {point.id} under {self.framework}'s torch profiler")
+        self._post("/start_profile", self._start_body(str(self.trace_dir)))
+        self.say(f"profile: {point.id} under {self._profiler()}")
+
+    def _start_body(self, output_dir: str) -> dict | None:
+        """SGLang's start request names its output folder, and for a GPU tool the CUDA
+        profiler switch (``torch.cuda.cudart().cudaProfilerStart()``) instead of torch's."""
+        if self.framework != "sglang":
+            return None
+        body: dict = {"output_dir": output_dir}
+        if self.tool != "torch":
+            body["activities"] = ["CUDA_PROFILER"]
+        return body
+
+    def _profiler(self) -> str:
+        return f"{self.framework}'s torch profiler" if self.tool == "torch" else self.tool
 
     def before(self, point: PointSummary) -> None:
         try:
@@ -100,21 +117,31 @@ class ProfileHook(PointHook):
     def after(self, point: PointSummary) -> None:
         if not self._stop(point):
             return
+        if self.tool == "rocprofv3":
+            self.say(
+                f"profile: {point.id}: rocprofv3 writes its files when the server stops; "
+                f"they are kept in {self.folder / f'profile-{point.id}'} then"
+            )
+            return
         written = self._settle()
         missing = self._tables_missing(written)
         failed = self._stop_failures()
+        what = "report" if self.tool == "nsys" else "table"
         if failed:
-            self.say(f"profile: {point.id}: no table from {missing}: {failed[0]}")
+            self.say(f"profile: {point.id}: no {what} from {missing}: {failed[0]}")
         elif missing:
-            self.say(f"profile: {point.id}: no table after {SETTLE_S:.0f} s from {missing}")
+            self.say(f"profile: {point.id}: no {what} after {SETTLE_S:.0f} s from {missing}")
         out = self.folder / f"profile-{point.id}"
         out.mkdir(parents=True, exist_ok=True)
         for path in written:
             shutil.move(str(path), out / path.name)
+        if self.tool == "nsys":
+            for problem in nsys_summaries([out / path.name for path in written]):
+                self.say(f"profile: {point.id}: no kernel table: {problem}")
         self.say(f"profile: {point.id}: {len(written)} files in {out}")
 
     def _tables_missing(self, files: list[Path]) -> list[str]:
-        return profile_tables_missing(files, self.framework)
+        return profile_pending(files, self.framework, self.tool)
 
     def _settle(self) -> list[Path]:
         """The files the profiler wrote since :meth:`before`, once whole
@@ -125,6 +152,7 @@ class ProfileHook(PointHook):
             SETTLE_S,
             before=frozenset(self._before),
             failed=lambda: bool(self._stop_failures()),
+            tool=self.tool,
         )
 
     def _stop_failures(self) -> list[str]:

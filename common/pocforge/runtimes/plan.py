@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path, PurePosixPath
 
-from pocforge.frameworks import ADAPTERS, LaunchContext, NodeLaunch
+from pocforge.frameworks import ADAPTERS, LaunchContext, NodeLaunch, gpu_profiler
 from pocforge.frameworks.base import model_path
 from pocforge.frameworks.disagg import plan_disaggregated
 from pocforge.runtimes import container
@@ -82,6 +82,19 @@ def plan_deployment(
         extra = (node_env or {}).get(one.node_rank)
         if extra:
             one.env = {**extra, **one.env}
+    profiler = gpu_profiler.chosen(spec, deployment, ctx.profile_dir, out_dir)
+    if profiler is not None:  # its gate's file first: a container mounts the folder for it
+        launches = [gpu_profiler.with_gate_file(one, profiler.tool) for one in launches]
+    launches = _in_runtime(spec, section, runtime, launches, wheels)
+    if profiler is not None:  # then the profiler right before the framework's own argv
+        launches = [
+            gpu_profiler.wrapped(one, profiler.tool, profiler.out_dir, list(profiler.counters))
+            for one in launches
+        ]
+    return launches
+
+
+def _in_runtime(spec, section, runtime, launches: list[NodeLaunch], wheels: str):
     if runtime.kind == "venv":
         return [_in_venv(one, runtime) for one in launches]
     if runtime.kind == "container":

@@ -356,7 +356,37 @@ class Slo(Strict):
     max_ms: float = Field(gt=0, description="Upper bound in milliseconds.")
 
 
-class Profile(Strict):
+ProfilerTool = Literal["torch", "nsys", "rocprofv3"]
+PROFILER_TOOL_HELP = (
+    "Which profiler: `torch` (the framework's torch profiler: a Chrome trace and its table "
+    "of operations), `nsys` (Nsight Systems around the launch, NVIDIA: a report per profiled "
+    "range and its kernel summary) or `rocprofv3` (AMD: kernel trace and `--stats`). The GPU "
+    "tools record only the chosen points or steps: the framework's CUDA-profiler switch "
+    "gates them."
+)
+PMC_HELP = (
+    "rocprofv3 only: hardware counters collected with the kernel trace (`--pmc`), e.g. "
+    "`[SQ_WAVES, GRBM_GUI_ACTIVE]`; at most 8, in one pass."
+)
+
+
+class _GpuTool(Strict):
+    tool: ProfilerTool = Field("torch", description=PROFILER_TOOL_HELP)
+    counters: list[Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9_:\[\]]*$")]] = Field(
+        default_factory=list, max_length=8, description=PMC_HELP
+    )
+
+    @model_validator(mode="after")
+    def _counters_need_rocprofv3(self) -> _GpuTool:
+        if self.counters and self.tool != "rocprofv3":
+            raise ValueError(
+                f"counters are rocprofv3's --pmc; tool is {self.tool}: set tool: rocprofv3 "
+                "or remove counters"
+            )
+        return self
+
+
+class Profile(_GpuTool):
     points: list[Annotated[str, Field(pattern=r"^[crt][0-9.]+$")]] = Field(
         min_length=1,
         description="Point ids as the summaries name them: `c64` (concurrency 64), `r4` (4 requests/s).",
@@ -391,7 +421,7 @@ class Workload(Strict):
     )
     profile: Profile | None = Field(
         None,
-        description="Profile these sweep points with the framework's torch profiler; the traces go into the run.",
+        description="Profile these sweep points (the framework's torch profiler, or `tool: nsys | rocprofv3`); the traces go into the run.",
     )
 
 
@@ -644,7 +674,7 @@ class MegatronLayout(Strict):
         return self.tp * self.pp * self.cp
 
 
-class TrainingProfile(Strict):
+class TrainingProfile(_GpuTool):
     steps: list[Annotated[int, Field(ge=0)]] = Field(
         min_length=1,
         description="Steps to profile, counted from 0: the profiler runs from the first to the last of them (`[2, 3]`: steps 2 and 3).",
@@ -694,7 +724,7 @@ class TrainingSpec(Strict):
     )
     profile: TrainingProfile | None = Field(
         None,
-        description="torch.profiler over these steps on every rank (DeepSpeed): a Chrome trace and the table of operations per rank in `training/profile/`.",
+        description="Profile these steps on every rank: torch.profiler (a Chrome trace and the table of operations per rank in `training/profile/`), or `tool: nsys | rocprofv3` around the launch.",
     )
 
 

@@ -111,7 +111,12 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for step in range(cfg["steps"]):
                 if chosen and step == chosen[0]:
-                    profiler = start_profiler(torch, on_cpu, model)
+                    tool = cfg.get("profile_tool", "torch")
+                    profiler = (
+                        start_profiler(torch, on_cpu, model)
+                        if tool == "torch"
+                        else CudaRange(torch).start()
+                    )
                 accel.synchronize()
                 start = time.perf_counter()
                 losses = []
@@ -196,10 +201,27 @@ def _name_layers(torch, model) -> list:
     return handles
 
 
+class CudaRange:
+    """The chosen steps as a CUDA-profiler range (``profile.tool`` nsys or rocprofv3, which
+    the launch runs under: :mod:`pocforge.frameworks.gpu_profiler`); the tool writes."""
+
+    def __init__(self, torch):
+        self.profiler = torch.cuda.profiler
+
+    def start(self) -> CudaRange:
+        self.profiler.start()
+        return self
+
+    def stop(self) -> None:
+        self.profiler.stop()
+
+
 def save_profile(profiler, folder: Path, rank: int, on_cpu: bool) -> None:
     """Stop ``profiler``; write this rank's gzipped Chrome trace and torch's table of the
     operations by time (the form vLLM writes, which the dashboard reads)."""
     profiler.stop()
+    if isinstance(profiler, CudaRange):  # the GPU tool records and writes, not torch
+        return
     for handle in getattr(profiler, "hooks", []):
         handle.remove()
     export_profile(profiler, folder, rank, on_cpu)

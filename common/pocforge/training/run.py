@@ -6,10 +6,10 @@ import contextlib
 from pathlib import Path
 
 from pocforge import atomic
-from pocforge.frameworks import ADAPTERS, LaunchContext
+from pocforge.frameworks import ADAPTERS, LaunchContext, gpu_profiler
 from pocforge.frameworks.base import prepare_model
 from pocforge.frameworks.deepspeed import EXTENSIONS_DIR
-from pocforge.frameworks.process import LaunchError, ManagedProcess
+from pocforge.frameworks.process import LaunchError, ManagedProcess, nsys_reports_summed
 from pocforge.frameworks.startup import training_timeout_s
 from pocforge.spec import PocSpec
 from pocforge.training.launcher_report import parse_launcher_report
@@ -44,6 +44,7 @@ def run_training(
     if framework == "deepspeed":
         clear_stale_locks(EXTENSIONS_DIR)
     launches = ADAPTERS[framework].plan(spec, ctx, out_dir=out_dir)
+    launches = gpu_profiler.under_profiler(spec, "training", launches, out_dir=out_dir)
     rank = ctx.node_rank if ctx.node_rank is not None else 0
     if len(launches) > 1 and ctx.node_rank is None:
         raise ValueError(
@@ -60,6 +61,8 @@ def run_training(
         interrupted, code = True, 130
     finally:
         process.stop()
+    for problem in nsys_reports_summed(launch, out_dir):
+        print(f"profile: no kernel table: {problem}", flush=True)
     summary_file = out_dir / "summary.json"
     if framework == "megatron":
         return _megatron_result(spec, out_dir, log, code, interrupted, process)
