@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 
 from pocforge.frameworks import process
+from pocforge.frameworks.base import PROFILE_DIR
+from pocforge.frameworks.gpu_profiler import ROCPROF_SUBDIR
 from pocforge.results.store import RunStore
 from pocforge.runner.node_profile import NODE_PROFILES, adopt_profiles, node_folder
 from pocforge.spec import load_poc
@@ -47,7 +49,7 @@ def test_the_table_written_after_the_trace_is_waited_for_and_both_moved(tmp_path
 
     threading.Thread(target=table_later, daemon=True).start()
     said, _ = settle(src, dest, "--framework", "vllm", "--timeout", "60")
-    assert said == {"moved": 2, "missing_tables": []}
+    assert said == {"moved": 2, "missing_tables": [], "problems": []}
     assert sorted(p.name for p in dest.iterdir()) == sorted([TABLE, TRACE])
     assert not list(src.iterdir())  # out of the way of the next point's
 
@@ -57,14 +59,14 @@ def test_a_table_that_never_comes_is_named_after_the_timeout(tmp_path):
     src.mkdir()
     (src / TRACE).write_bytes(b"\x1f\x8b trace")
     said, took = settle(src, dest, "--framework", "vllm", "--timeout", "3")
-    assert said == {"moved": 1, "missing_tables": ["dp1_pp0_tp0"]} and took >= 3
+    assert said == {"moved": 1, "missing_tables": ["dp1_pp0_tp0"], "problems": []} and took >= 3
 
 
 def test_a_node_with_no_engine_is_not_kept_waiting(tmp_path):
     said, took = settle(
         tmp_path / "incoming", tmp_path / "dest", "--framework", "vllm", "--empty-after", "1"
     )
-    assert said == {"moved": 0, "missing_tables": []} and took < 30
+    assert said == {"moved": 0, "missing_tables": [], "problems": []} and took < 30
 
 
 def test_each_nodes_profiled_points_are_linked_into_the_run(tmp_path):
@@ -92,3 +94,36 @@ def test_each_nodes_profiled_points_are_linked_into_the_run(tmp_path):
     assert "serving/chat/profile-c2/h1/rank0.profiler_out.txt" in recorded
     adopt_profiles(run, collected, ["chat"], said.append)  # a second call adds nothing twice
     assert len([p for p in point.rglob("*") if p.is_file()]) == 4
+
+
+def test_rocprofv3s_files_written_at_exit_are_its_points(tmp_path):
+    """rocprofv3 writes into ``PROFILE_DIR/rocprofv3/<host>-<pid>/`` as the servers exit
+    (collect.yml stops them first): linked into its one profiled point's folder."""
+    store = RunStore(tmp_path / "results")
+    run = store.create(load_poc("demo"))
+    collected = run.path / "cluster" / "collected"
+    exited = collected / "h1" / PROFILE_DIR.lstrip("/") / ROCPROF_SUBDIR / "h1-4242"
+    exited.mkdir(parents=True)
+    (exited / "h1-4242_kernel_stats.csv").write_text("Name,Calls\n")
+    said: list[str] = []
+    adopt_profiles(run, collected, ["chat"], said.append, rocprof=("chat", "r4"))
+    kept = run.path / "serving" / "chat" / "profile-r4" / "h1" / ROCPROF_SUBDIR
+    assert (kept / "h1-4242" / "h1-4242_kernel_stats.csv").read_text() == "Name,Calls\n"
+    assert said == ["profile: chat: 1 files from the nodes in serving/chat/"]
+    adopt_profiles(run, collected, ["other"], said.append, rocprof=("chat", "r4"))
+    assert len(said) == 1  # another workload takes none of them
+
+
+def test_the_settle_step_waits_for_nsys_and_names_a_report_it_could_not_sum(tmp_path):
+    """Under nsys the node waits for the range's report, moves it, and sums it with the
+    nsys it is given (here one that fails: the line comes back, the report is kept)."""
+    src, dest = tmp_path / "incoming", tmp_path / "point"
+    src.mkdir()
+    (src / "nsys-h1-9.1.nsys-rep").write_bytes(b"report")
+    failing = tmp_path / "nsys"
+    failing.write_text("#!/bin/sh\necho 'cannot open report' >&2\nexit 2\n")
+    failing.chmod(0o755)
+    moved, _ = settle(src, dest, "--framework", "vllm", "--tool", "nsys", "--nsys", str(failing))
+    assert moved["moved"] == 1 and moved["missing_tables"] == []
+    assert moved["problems"] == ["nsys-h1-9.1.nsys-rep: nsys stats exited 2: cannot open report"]
+    assert (dest / "nsys-h1-9.1.nsys-rep").read_bytes() == b"report"

@@ -4,6 +4,7 @@ comes seconds after the trace's size holds still (CI: the run kept the trace, no
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -126,3 +127,88 @@ def test_a_failure_logged_before_the_point_does_not_cut_the_wait(tmp_path):
     assert sorted(p.name for p in (tmp_path / "r" / "profile-c2").iterdir()) == sorted(
         [TABLE, TRACE]
     )
+
+
+class NsysServer(ProfileHook):
+    """A server under ``nsys --capture-range-end=repeat`` after ``/stop_profile``: the raw
+    stream first, turned into the range's report 2 s later (as nsys does once the range
+    ends); the start request's body is kept."""
+
+    bodies: list = []
+
+    def _post(self, path: str, body: dict | None = None) -> None:
+        self.bodies.append((path, body))
+        if path != "/stop_profile":
+            return
+
+        def write() -> None:
+            raw = self.trace_dir / "nsys-h200-01-77.1.qdstrm"
+            raw.write_bytes(b"stream")
+            time.sleep(2.0)
+            (self.trace_dir / "nsys-h200-01-77.1.nsys-rep").write_bytes(b"report")
+            raw.unlink()
+
+        threading.Thread(target=write, daemon=True).start()
+
+
+def test_an_nsys_report_is_waited_for_kept_and_summed(tmp_path, monkeypatch):
+    """The report is moved once nsys has made it, then ``nsys stats`` (from PATH: a
+    stand-in that records its call, nsys does not run here) sums it beside it."""
+    calls = tmp_path / "calls"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nsys").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    (bin_dir / "nsys").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    said: list[str] = []
+    hook = NsysServer(
+        "http://127.0.0.1:1", "sglang", ["c2"], tmp_path / "traces", tmp_path / "run",
+        said.append, tool="nsys",
+    )  # fmt: skip
+    hook.bodies = []
+    hook.before(point())
+    hook.after(point())
+    folder = tmp_path / "run" / "profile-c2"
+    assert [p.name for p in folder.iterdir()] == ["nsys-h200-01-77.1.nsys-rep"], said
+    assert calls.read_text().split()[:3] == ["stats", "--report", "cuda_gpu_kern_sum"]
+    assert hook.bodies[0] == (
+        "/start_profile",
+        {"output_dir": str(hook.trace_dir), "activities": ["CUDA_PROFILER"]},
+    )
+    assert "profile: c2 under nsys" in said
+
+
+def test_rocprofv3_is_not_waited_for_after_its_point(tmp_path):
+    """rocprofv3 writes at the server's exit: the point says where its files will be."""
+    said: list[str] = []
+    hook = NsysServer(
+        "http://127.0.0.1:1", "vllm", ["c2"], tmp_path / "traces", tmp_path / "run",
+        said.append, tool="rocprofv3",
+    )  # fmt: skip
+    hook.bodies = []
+    hook.trace_dir.mkdir()
+    started = time.monotonic()
+    hook.after(point())
+    assert time.monotonic() - started < 1.0
+    assert said == [
+        "profile: c2: rocprofv3 writes its files when the server stops; they are kept in "
+        f"{tmp_path / 'run' / 'profile-c2'} then"
+    ]
+
+
+def test_rocprofv3s_files_are_kept_in_its_point_when_the_server_stops(tmp_path):
+    from pocforge.runner.local import keep_rocprof, traces
+    from pocforge.spec import load_poc
+
+    spec = load_poc("deepseek-v3-fp8-mi355x-sglang")  # profiles reasoning r4 with rocprofv3
+    written = traces(tmp_path) / "rocprofv3" / "node0-4242"
+    written.mkdir(parents=True)
+    (written / "node0-4242_kernel_stats.csv").write_text("Name,Calls\n")
+    said: list[str] = []
+    keep_rocprof(spec, tmp_path, said.append)
+    kept = tmp_path / "reasoning" / "profile-r4" / "rocprofv3" / "node0-4242"
+    assert (kept / "node0-4242_kernel_stats.csv").is_file()
+    assert not (traces(tmp_path) / "rocprofv3").exists()
+    assert said == [f"profile: r4: rocprofv3 wrote 1 files at the server's exit, in {kept.parent}"]
+    keep_rocprof(load_poc("demo"), tmp_path, said.append)  # torch's profiler: nothing to do
+    assert len(said) == 1
