@@ -8,6 +8,8 @@ import os
 import threading
 import time
 
+import pytest
+
 from pocforge.bench.summary import PointSummary
 from pocforge.runner import profile
 from pocforge.runner.profile import ProfileHook
@@ -151,6 +153,7 @@ class NsysServer(ProfileHook):
         threading.Thread(target=write, daemon=True).start()
 
 
+@pytest.mark.process
 def test_an_nsys_report_is_waited_for_kept_and_summed(tmp_path, monkeypatch):
     """The report is moved once nsys has made it, then ``nsys stats`` (from PATH: a
     stand-in that records its call, nsys does not run here) sums it beside it."""
