@@ -136,8 +136,6 @@ class NsysServer(ProfileHook):
     stream first, turned into the range's report 2 s later (as nsys does once the range
     ends); the start request's body is kept."""
 
-    bodies: list = []
-
     def _post(self, path: str, body: dict | None = None) -> None:
         self.bodies.append((path, body))
         if path != "/stop_profile":
@@ -153,6 +151,15 @@ class NsysServer(ProfileHook):
         threading.Thread(target=write, daemon=True).start()
 
 
+def gpu_tool_hook(tmp_path, framework: str, tool: str, said: list[str]) -> NsysServer:
+    hook = NsysServer(
+        "http://127.0.0.1:1", framework, ["c2"], tmp_path / "traces", tmp_path / "run",
+        said.append, tool=tool,
+    )  # fmt: skip
+    hook.bodies = []  # (path, body) of each request the hook sent
+    return hook
+
+
 @pytest.mark.process
 def test_an_nsys_report_is_waited_for_kept_and_summed(tmp_path, monkeypatch):
     """The report is moved once nsys has made it, then ``nsys stats`` (from PATH: a
@@ -164,11 +171,7 @@ def test_an_nsys_report_is_waited_for_kept_and_summed(tmp_path, monkeypatch):
     (bin_dir / "nsys").chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     said: list[str] = []
-    hook = NsysServer(
-        "http://127.0.0.1:1", "sglang", ["c2"], tmp_path / "traces", tmp_path / "run",
-        said.append, tool="nsys",
-    )  # fmt: skip
-    hook.bodies = []
+    hook = gpu_tool_hook(tmp_path, "sglang", "nsys", said)
     hook.before(point())
     hook.after(point())
     folder = tmp_path / "run" / "profile-c2"
@@ -184,11 +187,7 @@ def test_an_nsys_report_is_waited_for_kept_and_summed(tmp_path, monkeypatch):
 def test_rocprofv3_is_not_waited_for_after_its_point(tmp_path):
     """rocprofv3 writes at the server's exit: the point says where its files will be."""
     said: list[str] = []
-    hook = NsysServer(
-        "http://127.0.0.1:1", "vllm", ["c2"], tmp_path / "traces", tmp_path / "run",
-        said.append, tool="rocprofv3",
-    )  # fmt: skip
-    hook.bodies = []
+    hook = gpu_tool_hook(tmp_path, "vllm", "rocprofv3", said)
     hook.trace_dir.mkdir()
     started = time.monotonic()
     hook.after(point())

@@ -522,6 +522,12 @@ def test_a_gpu_profiler_must_profile_the_clusters_gpus(load, good):
     assert "training.profile.tool: nsys profiles NVIDIA GPUs" in msg
     good["training"]["profile"]["tool"] = "rocprofv3"
     assert load(good).training.profile.tool == "rocprofv3"
+    good["cluster"]["gpu"] = "cpu"
+    found = " | ".join(messages(load, good))
+    assert (
+        "training.profile.tool: rocprofv3 profiles AMD GPUs and cluster.gpu is cpu (no GPU): "
+        "use tool: torch (the default)"
+    ) in found
 
 
 def test_counters_are_rocprofv3s(load, good):

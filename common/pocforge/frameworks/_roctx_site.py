@@ -89,8 +89,22 @@ def _patch(cuda) -> None:
     profiler.stop = pause
 
 
-class _AfterTorchCuda(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds ``torch.cuda`` as the other finders do, then patches it once it has run."""
+class _PatchingLoader(importlib.abc.Loader):
+    """``torch.cuda``'s own loader, then the patch once the module has run."""
+
+    def __init__(self, real):
+        self._real = real
+
+    def create_module(self, spec):
+        return self._real.create_module(spec)
+
+    def exec_module(self, module):
+        self._real.exec_module(module)
+        _patch(module)
+
+
+class _AfterTorchCuda(importlib.abc.MetaPathFinder):
+    """Finds ``torch.cuda`` as the path finder does, with :class:`_PatchingLoader`."""
 
     def find_spec(self, name, path, target=None):
         if name != "torch.cuda":
@@ -98,16 +112,8 @@ class _AfterTorchCuda(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
             return None
-        self._loader = spec.loader
-        spec.loader = self
+        spec.loader = _PatchingLoader(spec.loader)
         return spec
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        _patch(module)
 
 
 sys.meta_path.insert(0, _AfterTorchCuda())

@@ -40,12 +40,13 @@ def profiled(spec: PocSpec) -> bool:
     return spec.serving is not None and any(w.profile for w in spec.serving.workloads)
 
 
-def serving_profiler(spec: PocSpec) -> str | None:
-    """The profiler the serving stage's profiled points use (``torch``, ``nsys``,
-    ``rocprofv3``; validate makes the workloads agree), None when no point is profiled."""
+def profiled_workload(spec: PocSpec):
+    """The serving stage's first workload with a profile, None when no point is profiled.
+    One server serves them all, so validate makes their ``profile.tool`` agree
+    (:func:`pocforge.spec.rules.profiled_points_exist`): this one's is the stage's."""
     if spec.serving is None:
         return None
-    return next((w.profile.tool for w in spec.serving.workloads if w.profile), None)
+    return next((w for w in spec.serving.workloads if w.profile), None)
 
 
 @dataclass

@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 
+from pocforge.frameworks.base import PROFILE_DIR, profiled_workload
 from pocforge.frameworks.process import WORKDIR, NodeLaunch
 
-VENDOR = {"nsys": "nvidia", "rocprofv3": "amd"}  # the GPUs each tool profiles
-NAMES = {"nsys": "Nsight Systems (nsys)", "rocprofv3": "rocprofv3"}
 GATE_SITE = Path(__file__).with_name("_roctx_site.py")  # copied, never imported here
 GATE_DIR = "roctx-site"  # in the launch's working directory on the node
 ROCPROF_SUBDIR = "rocprofv3"  # under the profile folder: what rocprofv3 writes at exit
@@ -122,11 +122,9 @@ def chosen(
     (:func:`pocforge.spec.rules.profiled_points_exist`); the first one's is taken. Training
     writes beside its summary (``out_dir``, relative to the launch's working directory:
     ``training/profile/``, where the torch profiler's traces go too)."""
-    from pocforge.frameworks.base import PROFILE_DIR
-
     if deployment == "serving":
-        profiles = [w.profile for w in spec.serving.workloads if w.profile]
-        profile = profiles[0] if profiles else None
+        workload = profiled_workload(spec)
+        profile = workload.profile if workload else None
         out = profile_dir or PROFILE_DIR
     else:
         profile = spec.training.profile
@@ -142,24 +140,24 @@ def under_profiler(
     launches: list[NodeLaunch],
     profile_dir: str | None = None,
     out_dir: Path | None = None,
+    in_runtime: Callable[[list[NodeLaunch]], list[NodeLaunch]] = lambda launches: launches,
 ) -> list[NodeLaunch]:
-    """``launches`` (in the kit's runtime: no container) run under the deployment's GPU
-    profiler, gate file and all; as they are without one."""
+    """``launches`` put in their runtime by ``in_runtime`` (default: the kit's, as they
+    are), run under the deployment's GPU profiler when it has one: the gate's file before
+    (a container mounts the working directory for it), the profiler's command line after
+    (right before the framework's own, inside a container's entry line)."""
     choice = chosen(spec, deployment, profile_dir, out_dir)
     if choice is None:
-        return launches
-    return [
-        wrapped(
-            with_gate_file(one, choice.tool), choice.tool, choice.out_dir, list(choice.counters)
-        )
-        for one in launches
-    ]
+        return in_runtime(launches)
+    launches = in_runtime([with_gate_file(one, choice.tool) for one in launches])
+    counters = list(choice.counters)
+    return [wrapped(one, choice.tool, choice.out_dir, counters) for one in launches]
 
 
 def rocprof_point(spec) -> tuple[str, str] | None:
     """The (workload, point) a serving stage profiles with rocprofv3 (validate allows one:
     its files come at the server's exit), else None."""
-    for workload in spec.serving.workloads if spec.serving else []:
-        if workload.profile and workload.profile.tool == "rocprofv3":
-            return workload.name, workload.profile.points[0]
-    return None
+    workload = profiled_workload(spec)
+    if workload is None or workload.profile.tool != "rocprofv3":
+        return None
+    return workload.name, workload.profile.points[0]

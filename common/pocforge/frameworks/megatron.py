@@ -193,15 +193,16 @@ def profile_args(steps: list[int], world: int, tool: str = "torch") -> list[str]
     """
     iterations = profiled_iterations(steps)
     start, end = iterations.start, iterations.stop
-    torch = ["--use-pytorch-profiler", "--tensorboard-dir", PROFILE_DIR] if tool == "torch" else []
-    return [
+    args = [
         "--profile",
-        *torch[:1],
         "--profile-step-start", str(start),
         "--profile-step-end", str(end),
         "--profile-ranks", *[str(r) for r in range(world)],
-        *torch[1:],
     ]  # fmt: skip
+    if tool == "torch":
+        args[1:1] = ["--use-pytorch-profiler"]
+        args += ["--tensorboard-dir", PROFILE_DIR]
+    return args
 
 
 def _dashes_to_overrides(args: list[str]) -> dict:

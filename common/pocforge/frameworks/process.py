@@ -697,9 +697,10 @@ PROFILE_TRACE_SUFFIXES = (".trace.json.gz", ".trace.json")
 
 
 NSYS_REPORT_SUFFIX = ".nsys-rep"
-# what nsys writes while a range's report is still being made (its raw stream), and the
-# kernel table the kit sums each report into (``nsys stats``; the dashboard reads it)
-NSYS_PENDING_SUFFIXES = (".qdstrm", ".nsys-rep.tmp")
+# what nsys writes while a range's report is still being made (its raw stream, turned into
+# the report once the range ends), and the kernel table the kit sums each report into
+# (``nsys stats``; the dashboard reads it)
+NSYS_PENDING_SUFFIXES = (".qdstrm",)
 NSYS_KERNEL_REPORT = "cuda_gpu_kern_sum"
 
 
@@ -789,11 +790,13 @@ def settle_profile(
         time.sleep(1.0)
 
 
-def move_profile(files: list[Path], dest: Path) -> None:
-    """Move ``files`` into ``dest`` (made if missing), by name."""
+def move_profile(files: list[Path], dest: Path) -> list[Path]:
+    """Move ``files`` into ``dest`` (made if missing), by name; where they are now."""
     dest.mkdir(parents=True, exist_ok=True)
-    for path in files:
-        shutil.move(str(path), dest / path.name)
+    moved = [dest / path.name for path in files]
+    for path, there in zip(files, moved, strict=True):
+        shutil.move(str(path), there)
+    return moved
 
 
 def _settle_main(argv: list[str]) -> int:
@@ -814,8 +817,7 @@ def _settle_main(argv: list[str]) -> int:
         args.src, args.framework, args.timeout, empty_after_s=args.empty_after, tool=args.tool
     )
     missing = profile_pending(files, args.framework, args.tool)
-    move_profile(files, args.dest)
-    moved = [args.dest / p.name for p in files]
+    moved = move_profile(files, args.dest)
     problems = nsys_summaries(moved, args.nsys) if args.tool == "nsys" else []
     print(
         json.dumps({"moved": len(files), "missing_tables": missing, "problems": problems}),

@@ -18,7 +18,7 @@ from pocforge.frameworks.base import (
     flag_args,
     model_path,
     node_hosts,
-    serving_profiler,
+    profiled_workload,
 )
 from pocforge.spec import PocSpec
 from pocforge.spec.quantization import quantization_flag
@@ -152,8 +152,9 @@ class VllmAdapter:
         if offload is not None:  # vLLM's own host-memory tier (validate: native or lmcache)
             options["kv-offloading-backend"] = offload.backend
             options["kv-offloading-size"] = offload.size_gb
-        tool = serving_profiler(spec)
-        if tool not in (None, "torch"):
+        profiled = profiled_workload(spec)
+        tool = profiled.profile.tool if profiled else None
+        if tool is not None and tool != "torch":
             # the workers' torch.cuda.profiler.start()/stop(): nsys's capture range, and
             # through the kit's ROCTx gate rocprofv3's selected region (gpu_profiler.py)
             options["profiler-config"] = {"profiler": "cuda", "max_iterations": PROFILE_STEPS}

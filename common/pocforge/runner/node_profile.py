@@ -68,7 +68,6 @@ class NodeProfileHook(ProfileHook):
         if not self._stop(point):
             return
         if self.tool == "rocprofv3":  # written at the servers' exit: collect.yml stops them
-            self.rocprof_point = point.id
             self.say(f"profile: {point.id}: rocprofv3 writes its files when the servers stop")
             return
         variables = {

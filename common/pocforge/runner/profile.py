@@ -12,7 +12,6 @@ takes the same calls, with the output folder in the start request's body.
 from __future__ import annotations
 
 import json
-import shutil
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +20,7 @@ from pocforge.bench.summary import PointSummary
 from pocforge.bench.sweep import PointHook
 from pocforge.frameworks.process import (
     PROFILE_SETTLE_S,
+    move_profile,
     nsys_summaries,
     profile_pending,
     settle_profile,
@@ -124,7 +124,7 @@ class ProfileHook(PointHook):
             )
             return
         written = self._settle()
-        missing = self._tables_missing(written)
+        missing = self._pending(written)
         failed = self._stop_failures()
         what = "report" if self.tool == "nsys" else "table"
         if failed:
@@ -132,15 +132,13 @@ class ProfileHook(PointHook):
         elif missing:
             self.say(f"profile: {point.id}: no {what} after {SETTLE_S:.0f} s from {missing}")
         out = self.folder / f"profile-{point.id}"
-        out.mkdir(parents=True, exist_ok=True)
-        for path in written:
-            shutil.move(str(path), out / path.name)
+        moved = move_profile(written, out)
         if self.tool == "nsys":
-            for problem in nsys_summaries([out / path.name for path in written]):
+            for problem in nsys_summaries(moved):
                 self.say(f"profile: {point.id}: no kernel table: {problem}")
         self.say(f"profile: {point.id}: {len(written)} files in {out}")
 
-    def _tables_missing(self, files: list[Path]) -> list[str]:
+    def _pending(self, files: list[Path]) -> list[str]:
         return profile_pending(files, self.framework, self.tool)
 
     def _settle(self) -> list[Path]:

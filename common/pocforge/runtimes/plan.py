@@ -82,16 +82,14 @@ def plan_deployment(
         extra = (node_env or {}).get(one.node_rank)
         if extra:
             one.env = {**extra, **one.env}
-    profiler = gpu_profiler.chosen(spec, deployment, ctx.profile_dir, out_dir)
-    if profiler is not None:  # its gate's file first: a container mounts the folder for it
-        launches = [gpu_profiler.with_gate_file(one, profiler.tool) for one in launches]
-    launches = _in_runtime(spec, section, runtime, launches, wheels)
-    if profiler is not None:  # then the profiler right before the framework's own argv
-        launches = [
-            gpu_profiler.wrapped(one, profiler.tool, profiler.out_dir, list(profiler.counters))
-            for one in launches
-        ]
-    return launches
+    return gpu_profiler.under_profiler(
+        spec,
+        deployment,
+        launches,
+        ctx.profile_dir,
+        out_dir,
+        in_runtime=lambda planned: _in_runtime(spec, section, runtime, planned, wheels),
+    )
 
 
 def _in_runtime(spec, section, runtime, launches: list[NodeLaunch], wheels: str):
