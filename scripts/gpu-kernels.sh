@@ -12,7 +12,15 @@
 # and whatever finished is kept if the run is cut.
 #
 # Writes into $OUT (default results/gpu-<host>): env.txt, kernels-bench.json (merged),
-# kernels-bench.log.  Exit status: 0 when every row is correct, 1 otherwise.
+# kernels-bench.log.  Exit status: 0 when every row is correct, 1 otherwise, 2 for bad input.
+#
+# PROFILER=nsys or PROFILER=rocprofv3 runs each op's process under that GPU profiler and
+# keeps its kernel summary in $OUT/profiles/<op>/, the files the dashboard's kernel table
+# reads: nsys stats' <op>_cuda_gpu_kern_sum.csv beside the .nsys-rep, rocprofv3 --stats'
+# <op>_kernel_stats.csv (COUNTERS="SQ_WAVES ..." adds --pmc). The ops' timings are then
+# taken under the profiler (kernels-bench.json says which). The flags are those of the kit's
+# serving wrappers (common/pocforge/frameworks/gpu_profiler.py), written out here because
+# this script runs without the kit installed; no capture range: the whole op is profiled.
 # Rehearse on a CPU: PYTHON=.venv/bin/python bash scripts/gpu-kernels.sh (correctness only).
 set -uo pipefail
 
@@ -24,6 +32,51 @@ PER_OP_TIMEOUT=${PER_OP_TIMEOUT:-180}
 # than 20 s left are skipped and show as "no result" rows. The issue's targets come first.
 BUDGET_S=${BUDGET_S:-480}
 OPS=${OPS:-fused_moe flash_attention_prefill paged_attention_decode rms_norm silu_and_mul rotary_embedding fp8_quant fp8_gemm mla_decode gelu_and_mul}
+PROFILER=${PROFILER:-}
+COUNTERS=${COUNTERS:-}
+case "$PROFILER" in
+  "" | nsys | rocprofv3) ;;
+  *) echo "PROFILER=$PROFILER: the profilers are nsys (NVIDIA) and rocprofv3 (AMD); unset it to profile nothing" >&2
+     exit 2 ;;
+esac
+if [ -n "$COUNTERS" ] && [ "$PROFILER" != rocprofv3 ]; then
+  echo "COUNTERS=$COUNTERS: hardware counters are read by rocprofv3 (--pmc); set PROFILER=rocprofv3 or unset COUNTERS" >&2
+  exit 2
+fi
+if [ -n "$PROFILER" ] && ! command -v "$PROFILER" >/dev/null 2>&1; then
+  install=$([ "$PROFILER" = nsys ] && echo "NVIDIA Nsight Systems (nsight-systems-cli)" || echo "ROCm's rocprofiler-sdk")
+  echo "PROFILER=$PROFILER: $PROFILER is not on PATH; install $install, or unset PROFILER" >&2
+  exit 2
+fi
+
+# The profiler's command line before an op's own, in the array `wrap` (empty without PROFILER).
+set_wrap() {
+  local op=$1 dir="$OUT/profiles/$1"
+  wrap=()
+  case "$PROFILER" in
+    nsys) wrap=(nsys profile --trace cuda,nvtx,osrt --cuda-graph-trace node --force-overwrite true
+                --output "$dir/$op") ;;
+    rocprofv3) wrap=(rocprofv3 --kernel-trace --stats --output-format csv --output-directory "$dir"
+                     --output-file "$op")
+               # shellcheck disable=SC2206  # the counters' names, one word each
+               [ -n "$COUNTERS" ] && wrap+=(--pmc $COUNTERS)
+               wrap+=(--) ;;
+  esac
+}
+
+# nsys writes its report; its kernel summary is another step (rocprofv3 --stats wrote its own).
+summarize() {
+  local op=$1 dir="$OUT/profiles/$1"
+  [ "$PROFILER" = nsys ] || return 0
+  if [ ! -f "$dir/$op.nsys-rep" ]; then
+    echo "!! $op: nsys wrote no report ($dir/$op.nsys-rep)"
+    return 0
+  fi
+  nsys stats --report cuda_gpu_kern_sum --format csv --force-export true \
+    --output "$dir/$op" "$dir/$op.nsys-rep" >"$dir/stats.log" 2>&1 ||
+    echo "!! $op: nsys stats failed: $(tail -n 3 "$dir/stats.log")"
+}
+
 mkdir -p "$OUT"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -59,17 +112,20 @@ for op in $OPS; do
     continue
   fi
   limit=$((left < PER_OP_TIMEOUT ? left : PER_OP_TIMEOUT))
-  echo "== $op (at most ${limit} s)"
-  timeout -k 10 "$limit" "$PY" -m pocforge_kernels.bench --op "$op" --json "$work/$op.json" \
-    >"$work/$op.log" 2>&1
+  set_wrap "$op"
+  echo "== $op (at most ${limit} s)${PROFILER:+ under ${wrap[*]}}"
+  [ -n "$PROFILER" ] && mkdir -p "$OUT/profiles/$op"
+  timeout -k 10 "$limit" "${wrap[@]}" "$PY" -m pocforge_kernels.bench --op "$op" \
+    --json "$work/$op.json" >"$work/$op.log" 2>&1
   code=$?
   tail -n 40 "$work/$op.log"
   [ "$code" -ne 0 ] && echo "!! $op exited with $code"
+  summarize "$op"
 done 2>&1 | tee "$OUT/kernels-bench.log"  # a failed op shows in the merged rows below
 
 # One document: every op's rows, the first run's metadata, and the ops that left no result.
-"$PY" - "$work" "$OUT/kernels-bench.json" $OPS <<'EOF'
-import json, sys
+PROFILER="$PROFILER" "$PY" - "$work" "$OUT/kernels-bench.json" $OPS <<'EOF'
+import json, os, sys
 from pathlib import Path
 
 work, out, ops = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:]
@@ -88,6 +144,8 @@ if merged is None:
     sys.exit("no op left a result; see kernels-bench.log")
 for op in missing:
     merged["rows"].append({"op": op, "correct": False, "error": "no result: crashed or timed out"})
+if os.environ.get("PROFILER"):  # timed under it: its summaries are in profiles/<op>/
+    merged["profiler"] = os.environ["PROFILER"]
 out.write_text(json.dumps(merged, indent=2) + "\n")
 from pocforge_kernels.bench import print_report
 print_report(merged)

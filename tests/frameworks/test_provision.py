@@ -115,3 +115,30 @@ def test_a_container_launch_names_the_container_its_stop_removes():
     )
     deepspeed = load_spec(POCS / "llama-3-8b-bf16-mi300x-deepspeed" / "poc.yaml")
     assert container_of(plan_nodes(deepspeed, LaunchContext(repo=REPO))[0]) is None
+
+
+def test_each_gpu_profiler_is_looked_for_where_its_launches_run_it():
+    """nsys in a container runtime: in its image (the launch) and on the node (``nsys stats``
+    sums each report there); rocprofv3 in the image; a venv runtime's on the node. Each
+    names the spec field that asks for it."""
+    pd = bringup_vars(load_spec(POCS / "llama-3.1-70b-fp8-h200-vllm-pd" / "poc.yaml"))
+    in_image, on_node = pd["profiler_tools_checks"]
+    assert in_image["tool"] == on_node["tool"] == "nsys"
+    assert in_image["engine"] == "docker" and in_image["image"].startswith("vllm/vllm-openai:")
+    assert on_node["image"] is None and "nsys stats" in on_node["purpose"]
+    assert in_image["field"] == "serving.workloads[documents].profile.tool"
+    sglang = bringup_vars(load_spec(POCS / "deepseek-v3-fp8-mi355x-sglang" / "poc.yaml"))
+    (check,) = sglang["profiler_tools_checks"]
+    assert check["tool"] == "rocprofv3" and check["image"].startswith("lmsysorg/sglang-rocm:")
+    training = bringup_vars(load_spec(POCS / "llama-3-8b-bf16-mi300x-deepspeed" / "poc.yaml"))
+    assert training["profiler_tools_checks"] == [
+        {
+            "tool": "rocprofv3",
+            "engine": None,
+            "image": None,
+            "field": "training.profile.tool",
+            "purpose": "the training launches run under it",
+        }
+    ]
+    # torch's profiler (the demo's) needs nothing on the nodes
+    assert "profiler_tools_checks" not in bringup_vars(load_spec(POCS / "demo" / "poc.yaml"))

@@ -18,6 +18,7 @@ FACT_KEYS = (
     "rdma_nics_data",
     "python_env_data",
     "container_image_data",
+    "profiler_tools_data",
     "model_staging_data",
     "preflight_pcie_data",
 )

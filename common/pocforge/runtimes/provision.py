@@ -10,7 +10,9 @@
   ``image_archive`` copied from the controller to a node that lacks the image and loaded
   there; checked against ``image_id`` when the spec pins one (the ``container_image`` role);
 - the kit's wheels (``pocforge``, ``pocforge-kernels``), built here and copied to
-  ``/opt/pocforge/wheels`` on every node whenever a runtime is not the kit's own.
+  ``/opt/pocforge/wheels`` on every node whenever a runtime is not the kit's own;
+- every GPU profiler a deployment runs under (``profile.tool``: nsys, rocprofv3), looked
+  for where its launches run it, before any launch (the ``profiler_tools`` role).
 
 The kit runtime (``cluster.gpu: cpu``) needs nothing on the nodes: its launches name this
 machine's environments, so the nodes must see this checkout at the same path (the
@@ -25,6 +27,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pocforge.frameworks.base import profiled_workload
+from pocforge.frameworks.gpu_profiler import chosen
 from pocforge.paths import kit_root, workspace_root
 from pocforge.runtimes.resolve import VENVS, WHEELS, Deployment, ResolvedRuntime, resolve
 from pocforge.spec import PocSpec
@@ -118,9 +122,46 @@ def images(spec: PocSpec) -> list[dict]:
     return list(seen.values())
 
 
+def _profile_field(spec: PocSpec, deployment: Deployment) -> str:
+    """The spec field that asks for a deployment's GPU profiler (named in bring-up's error)."""
+    if deployment == "training":
+        return "training.profile.tool"
+    return f"serving.workloads[{profiled_workload(spec).name}].profile.tool"
+
+
+def profiler_checks(spec: PocSpec) -> list[dict]:
+    """The ``profiler_tools`` role's checks: each GPU profiler a deployment runs under, where
+    its launches run it (a container runtime's image, else the node's ``PATH``), and for
+    nsys in an image the node's own too (the node sums each report: ``nsys stats``)."""
+    out: dict[tuple, dict] = {}
+
+    def add(tool: str, runtime: ResolvedRuntime | None, field: str, purpose: str) -> None:
+        image = runtime.image if runtime is not None else None
+        engine = runtime.engine if runtime is not None else None
+        out.setdefault(
+            (tool, engine, image),
+            {"tool": tool, "engine": engine, "image": image, "field": field, "purpose": purpose},
+        )
+
+    for deployment, _section in _deployments(spec):
+        choice = chosen(spec, deployment, None)
+        if choice is None:
+            continue
+        runtime = resolve(spec, deployment)
+        field = _profile_field(spec, deployment)
+        contained = runtime if runtime.kind == "container" else None
+        add(choice.tool, contained, field, f"the {deployment} launches run under it")
+        if choice.tool == "nsys" and contained is not None:
+            add("nsys", None, field, "it sums each report into the kernel table (nsys stats)")
+    return list(out.values())
+
+
 def bringup_vars(spec: PocSpec) -> dict:
     """Bring-up's variables for the spec's runtimes (the wheels come from the runner)."""
     out: dict = {"python_env_venvs": venvs(spec), "container_image_images": images(spec)}
+    checks = profiler_checks(spec)
+    if checks:
+        out["profiler_tools_checks"] = checks
     if needs_kit_wheels(spec):
         out["python_env_wheels_dir"] = WHEELS
     return out
