@@ -107,6 +107,7 @@ def schema_cmd(out: str) -> None:
             "published",
             "megatron-log",
             "dgxc",
+            "kernels",
         ]
     ),
     help="Tool that produced FILES.",

@@ -702,6 +702,14 @@ NSYS_REPORT_SUFFIX = ".nsys-rep"
 # (``nsys stats``; the dashboard reads it)
 NSYS_PENDING_SUFFIXES = (".qdstrm",)
 NSYS_KERNEL_REPORT = "cuda_gpu_kern_sum"
+# the GPU profilers' kernel summaries, as the tools name them: rocprofv3 --stats, nsys stats
+# (CSV or its column text), legacy rocprof --stats (pocforge.report.kernel_stats reads them)
+KERNEL_SUMMARY_PATTERNS = (
+    "*kernel_stats.csv",
+    f"*{NSYS_KERNEL_REPORT}*.csv",
+    f"*{NSYS_KERNEL_REPORT}*.txt",
+    "*results.stats.csv",
+)
 
 
 def profile_pending(files: list[Path], framework: str, tool: str = "torch") -> list[str]:

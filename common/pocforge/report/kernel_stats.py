@@ -24,13 +24,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pocforge.frameworks.process import KERNEL_SUMMARY_PATTERNS
+
 # Files a profiled point's folder may hold: what the tools name them
-PATTERNS = (
-    "*kernel_stats.csv",
-    "*cuda_gpu_kern_sum*.csv",
-    "*cuda_gpu_kern_sum*.txt",
-    "*results.stats.csv",
-)
+PATTERNS = KERNEL_SUMMARY_PATTERNS
 TOP = 15
 # first match wins, in this order: a FlashAttention kernel is a CUTLASS kernel too, and a
 # grouped (MoE) GEMM a GEMM. Names as the libraries spell them: NCCL/RCCL, vLLM's and

@@ -147,6 +147,17 @@ def training(folder: Path | None, steps: list[int], run_path: Path) -> list[dict
     return [_entry(label, folder, run_path)]
 
 
+def ops(folder: Path | None, order: list[str], run_path: Path) -> list[dict[str, Any]]:
+    """The kernel benchmark's profiles (``kernels/profiles/<op>/``: each op's GPU profiler
+    summary, imported from ``scripts/gpu-kernels.sh``), one entry per op in ``order`` (the
+    results' own) and then any other by name; none without the folder."""
+    if folder is None or not folder.is_dir():
+        return []
+    found = {p.name: p for p in folder.iterdir() if p.is_dir()}
+    named = list(dict.fromkeys(op for op in order if op in found))
+    return [_entry(op, found[op], run_path) for op in named + sorted(set(found) - set(named))]
+
+
 def _entry(name: str, folder: Path, run_path: Path) -> dict[str, Any]:
     # recursive: Megatron-LM's trace handlers write in folders of their own under it
     files = sorted(f for f in folder.rglob("*") if f.is_file())

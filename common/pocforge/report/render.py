@@ -37,6 +37,7 @@ from pocforge.results.compare import (
     compare_runs,
 )
 from pocforge.results.run_reader import RunData
+from pocforge.results.schema import KernelResults
 from pocforge.results.secrets import Redactor
 from pocforge.results.serving import interactivity, throughput_per_gpu
 from pocforge.results.store import Run
@@ -384,6 +385,9 @@ def build(
                 {"result": data.kernels},
             )
         )
+        profiled = _kernels_profile_section(data.kernels, run_path, _)
+        if profiled is not None:
+            sections.append(profiled)
     if data.cluster is not None or data.collectives:
         sec = Section("cluster", _("Cluster"))
         if data.cluster is not None:
@@ -634,6 +638,22 @@ def _training_profile_section(
             "top": profiles.TOP,
             "training": True,
         },
+    )
+
+
+def _kernels_profile_section(
+    kernels: KernelResults, run_path: Path, _: Callable[[str], str]
+) -> Section | None:
+    """The kernel benchmark's "Profiles" section: per op, the GPU kernels by time its
+    profiler summed (``kernels/profiles/<op>/``); None when no op was profiled."""
+    found = profiles.ops(run_path / "kernels" / "profiles", [r.op for r in kernels.rows], run_path)
+    found = [entry for entry in found if entry["kernels"]]
+    if not found:
+        return None
+    return Section(
+        id="profile-kernels",
+        title=_("Profiles — kernels"),
+        body={"points": found, "kernel_labels": _kernel_labels(_), "kernels": True},
     )
 
 

@@ -13,8 +13,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from pocforge.results.adapters import from_bench_summary
 from pocforge.results.schema import SchemaError, ServingPoint, ServingResult, load_document
 

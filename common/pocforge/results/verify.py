@@ -8,9 +8,8 @@ still reads, and the dashboard lists them as caveats.
 
 from __future__ import annotations
 
-import re
-
 import os
+import re
 import socket
 from pathlib import Path
 

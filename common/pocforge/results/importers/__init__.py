@@ -12,6 +12,8 @@ ours (:class:`~pocforge.results.schema.DefinitionDifference`), and writes a run:
   dispatch-combine benchmark output (``deepep`` and ``mori`` read either);
 - ``training/result.json`` (``TrainingResult``, the kind the kit's own training benchmark
   writes, so the dashboard, verdicts and comparisons read it alike) from a training log;
+- ``kernels/results.json`` (``KernelResults``) from ``scripts/gpu-kernels.sh``'s
+  ``kernels-bench.json``, with each op's GPU profiler summary from ``profiles/<op>/``;
 - ``imported/<original file>``: the input, byte for byte (secrets scrubbed).
 
 A training log does not always say what its numbers need: ``--gpus`` (world size),
@@ -48,6 +50,7 @@ FORMATS = {
     "published": "published",
     "megatron-log": "megatron_log",
     "dgxc": "dgxc",
+    "kernels": "kernels",
 }
 TRAINING_FORMATS = ("megatron-log", "dgxc")
 
@@ -157,6 +160,11 @@ def import_files(
     if imported.training is not None:
         with run.stage("training") as stage:
             stage.write_json("result.json", imported.training)
+    if imported.kernels is not None:
+        with run.stage("kernels") as stage:
+            stage.write_json("results.json", imported.kernels)
+            for rel, source in imported.kernel_files.items():
+                stage.add_file(source, rel)
     run.finish()
     return run
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from pocforge.results.schema import (
     CollectiveResult,
+    KernelResults,
     ServingPoint,
     ServingResult,
     TrainingResult,
@@ -32,6 +33,10 @@ class Imported:
     collectives: list[CollectiveResult] = field(default_factory=list)
     # a training log's result: one per run (``training/result.json``)
     training: TrainingResult | None = None
+    # a kernel benchmark's results (``kernels/results.json``), and the files kept beside
+    # them in the stage: their path there -> the file read (a GPU profiler's summaries)
+    kernels: KernelResults | None = None
+    kernel_files: dict[str, Path] = field(default_factory=dict)
 
 
 def read_json(path: Path) -> Any:
