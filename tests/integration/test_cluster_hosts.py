@@ -182,6 +182,80 @@ def test_bringup_loads_a_missing_image_from_its_archive_once(cluster, inventory,
         podman("rmi", "--force", tag)
 
 
+# `nsys --version` as NeSI's support page on GPUs shows it run on Mahuika
+# (tests/data/README.md: profilers/nsys-version.txt)
+NSYS_VERSION = (Path(__file__).parents[1] / "data" / "profilers" / "nsys-version.txt").read_text()
+
+
+def test_bringup_looks_for_each_gpu_profiler_where_its_launches_run_it(
+    cluster, inventory, tmp_path
+):
+    """A profiled POC's tool, looked for before any launch: nsys in the runtime's image (an
+    image with it passes and its version is kept; the bare one fails every node, naming the
+    image and the spec field), and on the nodes' PATH (where none has it: each node fails,
+    saying what to install). Before the tests below, which take hosts away."""
+    import subprocess
+
+    if shutil.which("podman") is None:
+        pytest.skip("podman is not installed (make setup installs it)")
+    from pocforge.rehearse.image import build_image, engine_env
+
+    env = engine_env("podman")
+
+    def podman(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(["podman", *args], capture_output=True, text=True, env=env)
+
+    bare = build_image("podman")
+    tool = tmp_path / "nsys"  # stands for Nsight Systems' CLI: prints what the real one did
+    tool.write_text(f"#!/bin/sh\nprintf '%s\\n' {NSYS_VERSION.strip()!r}\n")
+    tool.chmod(0o755)
+    tag = f"localhost/pocforge-nsys-test:{cluster.tag}"
+    made = podman("create", "--name", f"nsys-{cluster.tag}", bare, "sh")
+    assert made.returncode == 0, made.stderr
+    try:
+        assert podman("cp", str(tool), f"nsys-{cluster.tag}:/bin/nsys").returncode == 0
+        assert podman("commit", "--quiet", f"nsys-{cluster.tag}", tag).returncode == 0
+        field = "serving.workloads[chat].profile.tool"
+        check = {"tool": "nsys", "engine": "podman", "field": field, "purpose": "the launches"}
+        extra = {"profiler_tools_env": {"CONTAINERS_CONF": env["CONTAINERS_CONF"]}}
+        found = run_playbook(
+            "bringup.yml",
+            inventory,
+            tmp_path,
+            extravars={**extra, "profiler_tools_checks": [{**check, "image": tag}]},
+        )
+        assert found.rc == 0, found.to_dict()
+        for host in found.hosts.values():
+            (data,) = host.facts["profiler_tools_data"]
+            assert data == {
+                "tool": "nsys",
+                "image": tag,
+                "path": "/bin/nsys",
+                "version": NSYS_VERSION.strip(),
+            }
+        refused = run_playbook(
+            "bringup.yml",
+            inventory,
+            tmp_path,
+            extravars={
+                **extra,
+                "profiler_tools_checks": [
+                    {**check, "image": bare},
+                    {**check, "engine": None, "image": None},
+                ],
+            },
+        )
+        for name, host in refused.hosts.items():
+            assert host.status == "failed", host
+            assert f"nsys does not run in image {bare} on {name} (nsys: not found)" in host.error
+            assert f"nsys does not run on {name} (nsys: not found)" in host.error
+            assert f"{field} asks for it" in host.error and "Nsight Systems" in host.error
+            assert f"or set {field} to torch" in host.error
+    finally:
+        podman("rm", "--force", f"nsys-{cluster.tag}")
+        podman("rmi", "--force", tag)
+
+
 def test_unreachable_host_is_named_and_the_others_finish(cluster, inventory, tmp_path):
     """Killing h3's sshd makes h3 unreachable; h1 and h2 still complete every check."""
     for host in cluster.hosts:
@@ -246,77 +320,3 @@ def test_host_keys_are_trusted_on_first_use_and_a_changed_key_is_refused(cluster
     # the rehearsal's way: the nodes' own keys written up front, then checked strictly
     seeded = teardown(policy_vars("strict", cluster.known_hosts(tmp_path / "seeded")))
     assert {h.status for h in seeded.hosts.values()} == {"ok"}, seeded.to_dict()
-
-
-# `nsys --version` as NeSI's support page on GPUs shows it run on Mahuika
-# (tests/data/README.md: profilers/nsys-version.txt)
-NSYS_VERSION = (Path(__file__).parents[1] / "data" / "profilers" / "nsys-version.txt").read_text()
-
-
-def test_bringup_looks_for_each_gpu_profiler_where_its_launches_run_it(
-    cluster, inventory, tmp_path
-):
-    """A profiled POC's tool, looked for before any launch: nsys in the runtime's image (an
-    image with it passes and its version is kept; the bare one fails every node, naming the
-    image and the spec field), and on the nodes' PATH (where none has it: each node fails,
-    saying what to install)."""
-    import subprocess
-
-    if shutil.which("podman") is None:
-        pytest.skip("podman is not installed (make setup installs it)")
-    from pocforge.rehearse.image import build_image, engine_env
-
-    env = engine_env("podman")
-
-    def podman(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["podman", *args], capture_output=True, text=True, env=env)
-
-    bare = build_image("podman")
-    tool = tmp_path / "nsys"  # stands for Nsight Systems' CLI: prints what the real one did
-    tool.write_text(f"#!/bin/sh\nprintf '%s\\n' {NSYS_VERSION.strip()!r}\n")
-    tool.chmod(0o755)
-    tag = f"localhost/pocforge-nsys-test:{cluster.tag}"
-    made = podman("create", "--name", f"nsys-{cluster.tag}", bare, "sh")
-    assert made.returncode == 0, made.stderr
-    try:
-        assert podman("cp", str(tool), f"nsys-{cluster.tag}:/bin/nsys").returncode == 0
-        assert podman("commit", "--quiet", f"nsys-{cluster.tag}", tag).returncode == 0
-        field = "serving.workloads[chat].profile.tool"
-        check = {"tool": "nsys", "engine": "podman", "field": field, "purpose": "the launches"}
-        extra = {"profiler_tools_env": {"CONTAINERS_CONF": env["CONTAINERS_CONF"]}}
-        found = run_playbook(
-            "bringup.yml",
-            inventory,
-            tmp_path,
-            extravars={**extra, "profiler_tools_checks": [{**check, "image": tag}]},
-        )
-        assert found.rc == 0, found.to_dict()
-        for host in found.hosts.values():
-            (data,) = host.facts["profiler_tools_data"]
-            assert data == {
-                "tool": "nsys",
-                "image": tag,
-                "path": "/bin/nsys",
-                "version": NSYS_VERSION.strip(),
-            }
-        refused = run_playbook(
-            "bringup.yml",
-            inventory,
-            tmp_path,
-            extravars={
-                **extra,
-                "profiler_tools_checks": [
-                    {**check, "image": bare},
-                    {**check, "engine": None, "image": None},
-                ],
-            },
-        )
-        for name, host in refused.hosts.items():
-            assert host.status == "failed", host
-            assert f"nsys does not run in image {bare} on {name} (nsys: not found)" in host.error
-            assert f"nsys does not run on {name} (nsys: not found)" in host.error
-            assert f"{field} asks for it" in host.error and "Nsight Systems" in host.error
-            assert f"or set {field} to torch" in host.error
-    finally:
-        podman("rm", "--force", f"nsys-{cluster.tag}")
-        podman("rmi", "--force", tag)
