@@ -143,13 +143,11 @@ def test_errors_are_recorded_and_a_dead_server_fails_only_its_points(tiny_dir, t
         t.start()
         c2 = tmp_path / "requests-c2.jsonl"
         deadline = time.monotonic() + 60
-        while not (
-            c2.exists()
-            and json.loads((tmp_path / "summary.json").read_text())["points"][0]["status"] == "ok"
-        ):
+        # The kill comes once c2 has a finished request on disk (each record is written as it
+        # ends), not after a fixed wait: a loaded CI machine finished none of c2 in 0.6 s.
+        while not (c2.exists() and any(r.success for r in read_records(c2))):
             assert time.monotonic() < deadline
-            time.sleep(0.05)
-        time.sleep(0.6)
+            time.sleep(0.02)
     t.join(60)
     s = result["s"]
     assert [p.status for p in s.points] == ["ok", "failed", "failed"]
