@@ -22,6 +22,7 @@ import argparse
 import contextlib
 import ctypes
 import errno
+import fnmatch
 import json
 import os
 import random
@@ -710,6 +711,11 @@ KERNEL_SUMMARY_PATTERNS = (
     f"*{NSYS_KERNEL_REPORT}*.txt",
     "*results.stats.csv",
 )
+
+
+def is_kernel_summary(path: Path) -> bool:
+    """Whether ``path`` is named as a GPU profiler names its kernel summary."""
+    return any(fnmatch.fnmatch(path.name, pattern) for pattern in KERNEL_SUMMARY_PATTERNS)
 
 
 def profile_pending(files: list[Path], framework: str, tool: str = "torch") -> list[str]:

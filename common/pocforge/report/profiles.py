@@ -23,12 +23,15 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass, field
-from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from pocforge.frameworks.process import PROFILE_TABLE_SUFFIX, PROFILE_TRACE_SUFFIXES
+from pocforge.frameworks.process import (
+    PROFILE_TABLE_SUFFIX,
+    PROFILE_TRACE_SUFFIXES,
+    is_kernel_summary,
+)
 from pocforge.report import kernel_stats
 from pocforge.results.schema import ServingResult
 
@@ -169,12 +172,8 @@ def _entry(name: str, folder: Path, run_path: Path) -> dict[str, Any]:
             for f in files
             if f.name.endswith(TABLE_SUFFIX)
         ],
-        "kernels": [_kernels(f, run_path) for f in files if _is_kernel_summary(f)],
+        "kernels": [_kernels(f, run_path) for f in files if is_kernel_summary(f)],
     }
-
-
-def _is_kernel_summary(path: Path) -> bool:
-    return any(fnmatch(path.name, pattern) for pattern in kernel_stats.PATTERNS)
 
 
 def _kernels(path: Path, run_path: Path) -> dict[str, Any]:

@@ -9,10 +9,9 @@ stage does (:func:`pocforge.results.adapters.from_kernel_bench`) and those summa
 
 from __future__ import annotations
 
-from fnmatch import fnmatch
 from pathlib import Path
 
-from pocforge.frameworks.process import KERNEL_SUMMARY_PATTERNS as PATTERNS
+from pocforge.frameworks.process import is_kernel_summary
 from pocforge.results.adapters import from_kernel_bench
 from pocforge.results.importers.common import Imported, ResultImportError, read_json
 
@@ -41,7 +40,7 @@ def parse(paths: list[Path], workload: str = "imported", gpus: int | None = None
         if op_dir.name not in ops:
             continue
         for summary in sorted(op_dir.iterdir()):
-            if summary.is_file() and any(fnmatch(summary.name, pat) for pat in PATTERNS):
+            if summary.is_file() and is_kernel_summary(summary):
                 files[f"{PROFILES}/{op_dir.name}/{summary.name}"] = summary
     if doc.get("profiler") and not files:
         raise ResultImportError(
