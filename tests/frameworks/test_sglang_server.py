@@ -91,6 +91,43 @@ def test_a_benchmark_point_scrapes_sglangs_metrics(sglang_llama, tiny_llama, tmp
     )
 
 
+def test_a_profiled_point_leaves_sglangs_trace_and_the_kit_sums_its_table(
+    sglang_llama, tiny_llama, tmp_path
+):
+    """The kit's profile hook around a point (SGLang's ``/start_profile`` with the output
+    folder in its body, ``/stop_profile`` after): SGLang's torch profiler writes a trace per
+    TP rank and no table; the dashboard's entry for the point sums the table from the trace
+    (:mod:`pocforge.report.trace_ops`), whose operations are torch's and the model's."""
+    from pocforge.report.profiles import points
+    from pocforge.results.serving import load_workload
+    from pocforge.runner.profile import ProfileHook
+
+    said: list[str] = []
+    folder = tmp_path / "chat"
+    hook = ProfileHook(
+        base_url(sglang_llama), "sglang", ["c1"], tmp_path / "traces", folder, say=said.append,
+        logs=[sglang_llama.log_file],
+    )  # fmt: skip
+    cfg = SweepConfig(
+        base_url=base_url(sglang_llama),
+        model="tiny",
+        tokenizer=str(tiny_llama),
+        dataset=DatasetConfig(isl="16", osl="6"),
+        values=[1],
+        num_prompts=3,
+    )
+    summary = run_sweep(cfg, folder, hook=hook)
+    assert summary.points[0].status == "ok", said
+    traces = sorted((folder / "profile-c1").glob("*.trace.json.gz"))
+    assert traces and not list((folder / "profile-c1").glob("*.profiler_out.txt")), said
+    (entry,) = points(load_workload(folder), folder, tmp_path)
+    tables = {t["name"]: t for t in entry["tables"]}
+    assert set(tables) == {t.name for t in traces}
+    rows = [r["Name"] for t in tables.values() for r in t["table"].rows]
+    assert all(t["summed"] and "error" not in t for t in tables.values())
+    assert any(name.startswith("aten::") for name in rows), rows
+
+
 @pytest.mark.ends_shared_server("sglang_llama")
 def test_killed_server_is_reported_as_a_crash_with_its_log(sglang_llama):
     # The server's last log lines are this request's, whatever its earlier users sent.

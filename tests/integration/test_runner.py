@@ -133,6 +133,17 @@ def test_the_resumed_run_serves_trains_reports_and_judges(interrupted_then_resum
         events = json.load(handle)["traceEvents"]
     assert any(e.get("name", "").startswith("nn.Module: LlamaDecoderLayer") for e in events)
     assert any(e.get("cat") == "cpu_op" for e in events)
+    # the kit's sum of that trace (what the page shows where vLLM's table is lost) has the
+    # layers too, and where vLLM wrote its table, the same first operation with its figures
+    from pocforge.report import trace_ops
+    from pocforge.report.ops_table import read_table
+
+    summed = trace_ops.summarize(trace, 10_000).ops
+    assert any(r["Name"].startswith("nn.Module: LlamaDecoderLayer") for r in summed.rows)
+    if list(profile.glob("rank0.profiler_out.txt")):
+        (vllms,) = read_table(profile / "rank0.profiler_out.txt").rows[:1]
+        assert summed.rows[0]["Name"].startswith(vllms["Name"].removesuffix("..."))
+        assert [summed.rows[0][k] for k in summed.columns] == [vllms[k] for k in summed.columns]
     if not list(profile.glob("rank0.profiler_out.txt")):  # the profiler's top-ops table
         # vLLM sums the trace into it (torch's key_averages) and logs when that fails (seen
         # here once: a UnicodeDecodeError inside torch); then the kit names it missing,
@@ -140,6 +151,10 @@ def test_the_resumed_run_serves_trains_reports_and_judges(interrupted_then_resum
         log = (run / "serving" / "server.log").read_text(errors="replace")
         assert "Failed to stop profiler" in log, "no table, and vLLM logged no failure"
         assert "profile: c2: no table from ['rank0']: " in result.stdout
+        # and the dashboard shows the table the kit summed from the worker's own trace
+        page = (run / "dashboard.html").read_text()
+        assert "this one is summed by pocforge from its trace" in page
+        assert f"<code>{trace.name}</code></a>" in page.split('id="profile-chat"')[1]
     assert not list((run / "serving" / "chat" / "profile-c1").glob("*"))  # c1 not profiled
     training = json.loads((run / "training" / "summary.json").read_text())
     assert training["world_size"] == 2 and len(training["loss_curve"]) == 3

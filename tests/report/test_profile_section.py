@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from pocforge.report import render
-from pocforge.report.profiles import COLUMNS, parse_table, points, read_table
+from pocforge.report.ops_table import COLUMNS, parse_table, read_table
+from pocforge.report.profiles import points
 from pocforge.results.serving import load_workload
 from pocforge.results.store import Run, RunStore
 from pocforge.results.verify import verify

@@ -9,20 +9,13 @@ folder the dashboard sits in, for Perfetto, which opens gzipped JSON traces as t
 profiling guide: "no need to untar the traces, they can be viewed directly"). vLLM also
 writes per process the profiler's table of the top operations (``<process>.profiler_out.txt``,
 torch's ``key_averages().table()``), whose first :data:`TOP` rows the page shows.
-
-Torch's table, as ``torch/autograd/profiler_util.py`` prints it and vLLM 0.32 wrote it here
-(tests/data/report/profile/): a rule of dashes per column, the header, a rule, one row per
-operation, a rule, then ``Self CPU time total: 705.004ms`` (and ``Self CUDA time total`` on
-a GPU run). The name column is cut to its rule's width; the other cells are right-aligned
-and two spaces apart, but a header may overflow its rule ("CUDA time avg" is 13 characters
-over a rule of 12), so cells are split on those two spaces, not cut at the rules.
+The tables are read by :mod:`pocforge.report.ops_table`; a trace without its table gets one
+summed by the kit from the trace (:mod:`pocforge.report.trace_ops`).
 """
 
 from __future__ import annotations
 
 import os
-import re
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -32,79 +25,14 @@ from pocforge.frameworks.process import (
     PROFILE_TRACE_SUFFIXES,
     is_kernel_summary,
 )
-from pocforge.report import kernel_stats
+from pocforge.report import kernel_stats, trace_ops
+from pocforge.report.ops_table import TOP, OpsTable, read_table
 from pocforge.results.schema import ServingResult
 
 PREFIX = "profile-"  # serving/<workload>/profile-<point>/ (pocforge.runner.profile)
 TRACE_SUFFIXES = PROFILE_TRACE_SUFFIXES
 TABLE_SUFFIX = PROFILE_TABLE_SUFFIX
-TOP = 10
-NAME = "Name"
-# torch's columns the page keeps, in its order (CUDA ones only on a GPU run)
-COLUMNS = ("Self CPU %", "Self CPU", "CPU total", "Self CUDA", "CUDA total", "# of Calls")
-RULE = re.compile(r"^-+(?:  -+)*\s*$")
-TOTAL = re.compile(r"^(Self \S+ time total): (\S+)\s*$")
-GAP = re.compile(r"\s{2,}")
 UNITS = ("B", "KB", "MB", "GB")
-
-
-@dataclass
-class OpsTable:
-    """The top of torch's table: ``columns`` of :data:`COLUMNS` that its header has, a row
-    per operation (``Name`` and those columns, torch's own text: ``352.495ms``, ``50.00%``),
-    and the totals under it (``("Self CPU time total", "705.004ms")``)."""
-
-    columns: list[str] = field(default_factory=list)
-    rows: list[dict[str, str]] = field(default_factory=list)
-    totals: list[tuple[str, str]] = field(default_factory=list)
-
-
-def _cells(line: str, width: int) -> list[str]:
-    """The name (the first ``width`` characters) and the other cells of a table line."""
-    rest = line[width:].strip()
-    return [line[:width].strip(), *(GAP.split(rest) if rest else [])]
-
-
-def parse_table(text: str, top: int = TOP) -> OpsTable:
-    """The first ``top`` rows of a ``key_averages().table()`` text (a row whose cells do not
-    match the header's is left out); an empty table for text that is not one (no rules
-    around a header, or a header without ``Name``)."""
-    lines = text.splitlines()
-    start = next(
-        (
-            i
-            for i in range(len(lines) - 2)
-            if RULE.match(lines[i]) and RULE.match(lines[i + 2]) and lines[i + 1].strip()
-        ),
-        None,
-    )
-    if start is None:
-        return OpsTable()
-    width = len(lines[start]) - len(lines[start].lstrip("-"))  # the name column's rule
-    header = _cells(lines[start + 1], width)
-    if header[0] != NAME:
-        return OpsTable()
-    table = OpsTable(columns=[c for c in COLUMNS if c in header])
-    end = start + 3
-    while end < len(lines) and not RULE.match(lines[end]):
-        cells = _cells(lines[end], width)
-        if len(table.rows) < top and len(cells) == len(header) and cells[0]:
-            row = dict(zip(header, cells, strict=True))
-            table.rows.append({c: row[c] for c in (NAME, *table.columns)})
-        end += 1
-    for line in lines[end + 1 :]:
-        found = TOTAL.match(line)
-        if found:
-            table.totals.append((found[1], found[2]))
-    return table
-
-
-def read_table(path: Path, top: int = TOP) -> OpsTable:
-    """:func:`parse_table` of a file; an empty table for one that cannot be read."""
-    try:
-        return parse_table(path.read_text(encoding="utf-8", errors="replace"), top)
-    except OSError:
-        return OpsTable()
 
 
 def size(n: int) -> tuple[int | float, str]:
@@ -164,15 +92,49 @@ def ops(folder: Path | None, order: list[str], run_path: Path) -> list[dict[str,
 def _entry(name: str, folder: Path, run_path: Path) -> dict[str, Any]:
     # recursive: Megatron-LM's trace handlers write in folders of their own under it
     files = sorted(f for f in folder.rglob("*") if f.is_file())
+    traces = [f for f in files if f.name.endswith(TRACE_SUFFIXES)]
+    tables = [f for f in files if f.name.endswith(TABLE_SUFFIX)]
+    summed = [_summed(f, run_path, covered=_has_table(f, tables)) for f in traces]
     return {
         "id": name,
-        "traces": [_link(f, run_path) for f in files if f.name.endswith(TRACE_SUFFIXES)],
-        "tables": [
-            {**_link(f, run_path), "table": read_table(f)}
-            for f in files
-            if f.name.endswith(TABLE_SUFFIX)
-        ],
-        "kernels": [_kernels(f, run_path) for f in files if is_kernel_summary(f)],
+        "traces": [_link(f, run_path) for f in traces],
+        "tables": [{**_link(f, run_path), "table": read_table(f)} for f in tables]
+        + [s["ops"] for s in summed if s["ops"]],
+        "kernels": [_kernels(f, run_path) for f in files if is_kernel_summary(f)]
+        + [s["kernels"] for s in summed if s["kernels"]],
+    }
+
+
+def _has_table(trace: Path, tables: list[Path]) -> bool:
+    """Whether the framework wrote its own table for the process of ``trace`` (vLLM's
+    ``rank0.profiler_out.txt`` beside ``rank0.<n>.pt.trace.json.gz``)."""
+    return any(
+        t.parent == trace.parent and trace.name.startswith(t.name[: -len(TABLE_SUFFIX)] + ".")
+        for t in tables
+    )
+
+
+def _summed(trace: Path, run_path: Path, covered: bool) -> dict[str, Any]:
+    """What the kit sums from a trace (:mod:`pocforge.report.trace_ops`): its table of
+    operations where the framework wrote none for its process (else None), and its GPU
+    kernels by time where it holds any; a trace that does not read gets, where it has no
+    table, an empty one with the reason."""
+    link = _link(trace, run_path)
+    try:
+        summary = trace_ops.summarize(trace, TOP)
+    except trace_ops.TraceError as exc:
+        ops = None if covered else {**link, "table": OpsTable(), "summed": True, "error": str(exc)}
+        return {"ops": ops, "kernels": None}
+    kernels = summary.kernels
+    return {
+        "ops": None if covered else {**link, "table": summary.ops, "summed": True},
+        "kernels": kernels
+        and {
+            **link,
+            "table": kernels,
+            "rows": kernels.top(),
+            "categories": kernels.by_category(),
+        },
     }
 
 

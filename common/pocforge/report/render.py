@@ -19,7 +19,16 @@ from typing import Any
 import jinja2
 
 from pocforge.messages import join
-from pocforge.report import charts, competitive, disagg, kv_reuse, planner, profiles, watts
+from pocforge.report import (
+    charts,
+    competitive,
+    disagg,
+    kv_reuse,
+    ops_table,
+    planner,
+    profiles,
+    watts,
+)
 from pocforge.report.i18n import (
     LANGUAGES,
     NATIVE,
@@ -614,7 +623,7 @@ def _profile_section(
             "points": found,
             "labels": _profile_labels(_),
             "kernel_labels": _kernel_labels(_),
-            "top": profiles.TOP,
+            "top": ops_table.TOP,
         },
     )
 
@@ -635,7 +644,7 @@ def _training_profile_section(
             "points": found,
             "labels": _profile_labels(_),
             "kernel_labels": _kernel_labels(_),
-            "top": profiles.TOP,
+            "top": ops_table.TOP,
             "training": True,
         },
     )
@@ -671,7 +680,7 @@ def _kernel_labels(_: Callable[[str], str]) -> dict[str, str]:
 
 def _profile_labels(_: Callable[[str], str]) -> dict[str, str]:
     return {
-        profiles.NAME: _("operation"),
+        ops_table.NAME: _("operation"),
         "Self CPU %": _("self CPU share"),
         "Self CPU": _("self CPU time"),
         "CPU total": _("CPU total"),
