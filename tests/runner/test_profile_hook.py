@@ -96,6 +96,7 @@ def test_a_profiler_that_logged_its_failure_is_not_waited_for(tmp_path):
     assert [p.name for p in (tmp_path / "r" / "profile-c2").iterdir()] == [TRACE]
     (line,) = [line for line in said if "no table" in line]
     assert "no table from ['rank0']: WARNING Failed to stop profiler: 'utf-8'" in line, said
+    assert "profile: c2: the dashboard sums their tables from their traces" in said
 
 
 def test_a_failure_logged_mid_point_by_a_profiler_that_stopped_itself_counts(tmp_path):

@@ -131,6 +131,8 @@ class ProfileHook(PointHook):
             self.say(f"profile: {point.id}: no {what} from {missing}: {failed[0]}")
         elif missing:
             self.say(f"profile: {point.id}: no {what} after {SETTLE_S:.0f} s from {missing}")
+        if (failed or missing) and what == "table":  # nothing lost: the traces are whole
+            self.say(f"profile: {point.id}: the dashboard sums their tables from their traces")
         out = self.folder / f"profile-{point.id}"
         moved = move_profile(written, out)
         if self.tool == "nsys":
