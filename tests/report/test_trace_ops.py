@@ -113,8 +113,9 @@ def test_a_trace_past_the_limit_is_left_to_perfetto(tmp_path: Path, monkeypatch)
     path = tmp_path / "big.pt.trace.json"
     shutil.copy(GPU_TRACE, path)
     monkeypatch.setattr(trace_ops, "MAX_BYTES", 1000)
-    with pytest.raises(trace_ops.TraceError, match="open it in Perfetto"):
+    with pytest.raises(trace_ops.TraceError, match="open it in Perfetto") as refused:
         trace_ops.summarize(path, 10)
+    assert str(refused.value).startswith("big.pt.trace.json: 0 MB compressed, past the 0 MB")
 
 
 def test_a_point_sums_only_the_traces_without_their_table(torch_profile, tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ each node's folders into the run, where the dashboard finds them."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -49,7 +50,7 @@ def test_the_table_written_after_the_trace_is_waited_for_and_both_moved(tmp_path
 
     threading.Thread(target=table_later, daemon=True).start()
     said, _ = settle(src, dest, "--framework", "vllm", "--timeout", "60")
-    assert said == {"moved": 2, "missing_tables": [], "problems": []}
+    assert said == {"moved": 2, "missing_tables": [], "problems": [], "failed": []}
     assert sorted(p.name for p in dest.iterdir()) == sorted([TABLE, TRACE])
     assert not list(src.iterdir())  # out of the way of the next point's
 
@@ -59,14 +60,43 @@ def test_a_table_that_never_comes_is_named_after_the_timeout(tmp_path):
     src.mkdir()
     (src / TRACE).write_bytes(b"\x1f\x8b trace")
     said, took = settle(src, dest, "--framework", "vllm", "--timeout", "3")
-    assert said == {"moved": 1, "missing_tables": ["dp1_pp0_tp0"], "problems": []} and took >= 3
+    assert (
+        said == {"moved": 1, "missing_tables": ["dp1_pp0_tp0"], "problems": [], "failed": []}
+        and took >= 3
+    )
+
+
+def test_a_failure_the_workers_log_ends_the_wait_once_per_point(tmp_path):
+    """vLLM's worker logged "Failed to stop profiler" (no table will come): the settle ends
+    at once naming the line, and keeps how far it read, so the next point's settle does not
+    take that line for its own and waits out its timeout; a log older than the point's start
+    (an earlier server's) is not read."""
+    src, logs = tmp_path / "incoming", tmp_path / "logs"
+    src.mkdir()
+    logs.mkdir()
+    old = logs / "poc-vllm-rank1-20261203T100000Z.log"
+    old.write_text(f"(Worker pid=9) WARNING {process.PROFILE_STOP_FAILED}: an old server's\n")
+    os.utime(old, (1_000_000, 1_000_000))
+    log = logs / "poc-vllm-rank1-20261203T110000Z.log"
+    line = f"(Worker pid=38) WARNING 12-03 16:01:38 [wrapper.py:100] {process.PROFILE_STOP_FAILED}: 'utf-8' codec can't decode byte 0x89"  # noqa: E501
+    log.write_text(f"INFO serving\n{line}\nINFO more requests\n")
+    since = str(int(time.time()) - 60)
+    (src / TRACE).write_bytes(b"\x1f\x8b trace")
+    args = ("--framework", "vllm", "--timeout", "60", "--logs", str(logs), "--since", since)
+    said, took = settle(src, tmp_path / "profile-c2", *args)
+    assert said == {"moved": 1, "missing_tables": ["dp1_pp0_tp0"], "problems": [], "failed": [line]}
+    assert took < 30
+    (src / TRACE).write_bytes(b"\x1f\x8b the next point's trace")
+    args = (*args[:3], "3", *args[4:])
+    said, took = settle(src, tmp_path / "profile-c4", *args)
+    assert said["failed"] == [] and said["missing_tables"] == ["dp1_pp0_tp0"] and took >= 3
 
 
 def test_a_node_with_no_engine_is_not_kept_waiting(tmp_path):
     said, took = settle(
         tmp_path / "incoming", tmp_path / "dest", "--framework", "vllm", "--empty-after", "1"
     )
-    assert said == {"moved": 0, "missing_tables": [], "problems": []} and took < 30
+    assert said == {"moved": 0, "missing_tables": [], "problems": [], "failed": []} and took < 30
 
 
 def test_each_nodes_profiled_points_are_linked_into_the_run(tmp_path):

@@ -695,6 +695,62 @@ def run_to_completion(launch: NodeLaunch, log: Path, timeout_s: float, workdir: 
 PROFILE_SETTLE_S = 120.0
 PROFILE_TABLE_SUFFIX = ".profiler_out.txt"  # vLLM's per-worker table of top operations
 PROFILE_TRACE_SUFFIXES = (".trace.json.gz", ".trace.json")
+# what vLLM's worker logs when its profiler raised on stop (torch's ``key_averages`` raises
+# a UnicodeDecodeError there, pytorch/kineto#988): it then writes no table
+PROFILE_STOP_FAILED = "Failed to stop profiler"
+# on a node, beside the launches' logs: how far each log was read for those lines
+PROFILE_LOGS_SEEN = ".profile-logs-seen.json"
+
+
+def stop_failures(logs: dict[Path, int]) -> tuple[list[str], dict[Path, int]]:
+    """The lines of each log, from its offset on, saying a profiler failed to stop; and
+    each log's offset after them (a log shorter than its offset, started again, is read
+    from its start)."""
+    lines: list[str] = []
+    read_to: dict[Path, int] = {}
+    for log, start in logs.items():
+        try:
+            with Path(log).open("rb") as handle:
+                if start > os.fstat(handle.fileno()).st_size:
+                    start = 0
+                handle.seek(start)
+                data = handle.read()
+        except OSError:
+            read_to[log] = start
+            continue
+        read_to[log] = start + len(data)
+        text = data.decode(errors="replace")
+        lines += [line.strip() for line in text.splitlines() if PROFILE_STOP_FAILED in line]
+    return lines, read_to
+
+
+def node_logs(log_dir: Path, since: float) -> dict[Path, int]:
+    """A node's launch logs written since ``since`` (a UNIX time: the profiled point's
+    start), each with the offset an earlier point's settle read it to (0 for a new one)."""
+    seen_file = Path(log_dir) / PROFILE_LOGS_SEEN
+    try:
+        seen = json.loads(seen_file.read_text())
+    except (OSError, ValueError):
+        seen = {}
+    logs = {}
+    for log in sorted(Path(log_dir).glob("*.log")):
+        with contextlib.suppress(OSError):
+            if log.stat().st_mtime >= since:
+                logs[log] = int(seen.get(log.name, 0)) if isinstance(seen, dict) else 0
+    return logs
+
+
+def keep_logs_seen(log_dir: Path, read_to: dict[Path, int]) -> None:
+    """Record how far each log was read, so the next point's settle reads on from there."""
+    seen_file = Path(log_dir) / PROFILE_LOGS_SEEN
+    try:
+        seen = json.loads(seen_file.read_text())
+    except (OSError, ValueError):
+        seen = {}
+    seen = seen if isinstance(seen, dict) else {}
+    seen.update({log.name: size for log, size in read_to.items()})
+    with contextlib.suppress(OSError):
+        seen_file.write_text(json.dumps(seen, sort_keys=True))
 
 
 NSYS_REPORT_SUFFIX = ".nsys-rep"
@@ -825,18 +881,36 @@ def _settle_main(argv: list[str]) -> int:
     parser.add_argument("--empty-after", type=float, default=30.0)
     parser.add_argument("--tool", default="torch", choices=["torch", "nsys"])
     parser.add_argument("--nsys", default="nsys", help="the nsys that sums the reports")
+    parser.add_argument("--logs", type=Path, help="the launches' logs: a profiler's failure")
+    parser.add_argument("--since", type=float, default=0.0, help="the point's start (UNIX s)")
     args = parser.parse_args(argv)
     args.src.mkdir(parents=True, exist_ok=True)
+    # a worker that logged its profiler's failure writes no table: no waiting it out
+    logs = node_logs(args.logs, args.since) if args.logs else {}
+    failed: list[str] = []
+
+    def stopped_failing() -> bool:
+        found, read_to = stop_failures(logs)
+        failed.extend(found)
+        logs.update(read_to)
+        return bool(failed)
+
     files = settle_profile(
-        args.src, args.framework, args.timeout, empty_after_s=args.empty_after, tool=args.tool
+        args.src,
+        args.framework,
+        args.timeout,
+        failed=stopped_failing,
+        empty_after_s=args.empty_after,
+        tool=args.tool,
     )
+    stopped_failing()  # and what came in the last second
+    if args.logs:
+        keep_logs_seen(args.logs, logs)
     missing = profile_pending(files, args.framework, args.tool)
     moved = move_profile(files, args.dest)
     problems = nsys_summaries(moved, args.nsys) if args.tool == "nsys" else []
-    print(
-        json.dumps({"moved": len(files), "missing_tables": missing, "problems": problems}),
-        flush=True,
-    )
+    report = {"moved": len(files), "missing_tables": missing, "problems": problems}
+    print(json.dumps({**report, "failed": failed[:1]}), flush=True)
     return 0
 
 

@@ -4,15 +4,17 @@ worker writes none when torch's ``key_averages`` raises on stop (a ``UnicodeDeco
 from the Python tracer's names, pytorch/kineto#988). On a GPU run the trace's kernels give
 the GPU kernels by time too, in :mod:`pocforge.report.kernel_stats`'s table.
 
-Summed as torch sums its own table (``torch/autograd/profiler_util.py``): an operation's
-self time is its duration less that of the operations directly inside it on the same
-thread; the CPU-side events are the trace's ``cpu_op`` (aten and framework ops),
-``user_annotation`` (``record_function`` scopes) and ``cuda_runtime`` / ``cuda_driver``
-(launch calls, HIP's too) complete events; the Python tracer's ``python_function`` events
-are stacks, not operations, and are left out as torch leaves them out. Kernels are the
-``kernel`` events of the device's rows. Times are written as torch writes them
-(``_format_time``: ``us``, ``ms``, ``s`` to three places) so the page shows one kind of
-table whichever made it.
+Summed as torch sums its own table (``torch/autograd/profiler_util.py``): an event's self
+time is its duration less that of the events directly inside it on the same thread, nested
+by torch's rule (``_populate_cpu_children``: a child lies wholly inside its parent). The
+events are the trace's CPU-side complete events: ``cpu_op`` (aten and framework ops),
+``user_annotation`` (``record_function`` scopes), ``python_function`` (the Python tracer's
+frames, which torch's table lists too when stacks are on) and ``cuda_runtime`` /
+``cuda_driver`` (launch calls, HIP's too). Kernels are the ``kernel`` events of the
+device's rows. Times are written as torch writes them (``_format_time``: ``us``, ``ms``,
+``s`` to three places) so the page shows one kind of table whichever made it. Checked
+against torch's own table of the same profile, and vLLM's (tests/report/test_trace_ops.py,
+tests/integration/test_runner.py).
 
 Read here, not with a trace library: HolisticTraceAnalysis wants a GPU trace and pandas,
 Perfetto's trace processor a binary downloaded at first use; the sum is a sort and a stack.
@@ -61,17 +63,19 @@ def format_time(us: float) -> str:
 
 
 def _events(path: Path) -> list[dict]:
-    size = path.stat().st_size
-    if size > MAX_BYTES:
-        raise TraceError(
-            f"{path.name}: {size / 1e6:.0f} MB compressed, past the {MAX_BYTES / 1e6:.0f} MB "
-            "the dashboard sums; open it in Perfetto"
-        )
     try:
+        size = path.stat().st_size
+        if size > MAX_BYTES:
+            raise TraceError(
+                f"{path.name}: {size / 1e6:.0f} MB compressed, past the "
+                f"{MAX_BYTES / 1e6:.0f} MB the dashboard sums; open it in Perfetto"
+            )
         raw = gzip.decompress(path.read_bytes()) if path.name.endswith(".gz") else path.read_bytes()
         # exact decimals: torch writes µs to the ns (``1764676000000.123``), past what a
         # float keeps, and a child 1 ns past its parent's end is no child (torch's rule)
         data = json.loads(raw, parse_float=Decimal)
+    except TraceError:
+        raise
     except (OSError, EOFError, zlib.error, ValueError) as exc:  # a torn .gz, not JSON
         raise TraceError(f"{path.name}: not a readable trace ({exc})") from None
     events = data.get("traceEvents") if isinstance(data, dict) else data

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -57,10 +58,12 @@ class NodeProfileHook(ProfileHook):
     ):
         super().__init__(base_url, framework, points, Path(PROFILE_DIR), Path(), say, tool=tool)
         self.workload, self.run, self.nodes = workload, run, nodes
+        self._since = 0.0
 
     def _start(self, point: PointSummary) -> None:
         if point.id not in self.points:
             return
+        self._since = time.time()  # the nodes read their logs from here for a failed stop
         self._post("/start_profile", self._start_body(PROFILE_DIR))
         self.say(f"profile: {point.id} under {self._profiler()}, on the nodes")
 
@@ -77,6 +80,7 @@ class NodeProfileHook(ProfileHook):
             "profile_tool": self.tool,
             "profile_settle_s": int(SETTLE_S),
             "profile_workdir": WORKDIR,
+            "profile_since": int(self._since),
             **self.nodes.extravars,
         }
         try:
@@ -96,7 +100,9 @@ class NodeProfileHook(ProfileHook):
                 self.say(f"profile: {point.id}: {name}: not kept ({host.error or host.status})")
                 continue
             missing = moved.get("missing_tables") or []
+            failed = moved.get("failed") or []
             note = f"; no table from {missing}" if missing else ""
+            note += f": {failed[0]}" if missing and failed else ""
             self.say(f"profile: {point.id}: {name}: {moved.get('moved', 0)} files kept{note}")
             for problem in moved.get("problems") or []:
                 self.say(f"profile: {point.id}: {name}: no kernel table: {problem}")

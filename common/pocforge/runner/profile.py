@@ -20,10 +20,12 @@ from pocforge.bench.summary import PointSummary
 from pocforge.bench.sweep import PointHook
 from pocforge.frameworks.process import (
     PROFILE_SETTLE_S,
+    PROFILE_STOP_FAILED,
     move_profile,
     nsys_summaries,
     profile_pending,
     settle_profile,
+    stop_failures,
 )
 
 Say = Callable[[str], None]
@@ -31,9 +33,9 @@ Say = Callable[[str], None]
 # its trace, then sums the trace into its table (``key_averages``), which under load took
 # longer than the trace's size took to settle (CI: the table came after the files were moved)
 SETTLE_S = PROFILE_SETTLE_S
-# what vLLM's worker logs when its profiler raised on stop (torch's ``key_averages`` once
-# raised a UnicodeDecodeError here): it then writes no table, so the kit stops waiting
-STOP_FAILED = "Failed to stop profiler"
+# what vLLM's worker logs when its profiler raised on stop: it then writes no table, so the
+# kit stops waiting
+STOP_FAILED = PROFILE_STOP_FAILED
 
 
 class ProfileError(RuntimeError):
@@ -158,16 +160,7 @@ class ProfileHook(PointHook):
     def _stop_failures(self) -> list[str]:
         """The lines the servers logged since the point's profile started saying the
         profiler failed."""
-        lines = []
-        for log, start in self._log_sizes.items():
-            try:
-                with log.open("rb") as handle:
-                    handle.seek(start)
-                    text = handle.read().decode(errors="replace")
-            except OSError:
-                continue
-            lines += [line.strip() for line in text.splitlines() if STOP_FAILED in line]
-        return lines
+        return stop_failures(self._log_sizes)[0]
 
 
 def _size(path: Path) -> int:
