@@ -6,7 +6,6 @@ taken here, and on a real CUDA trace (tests/data/README.md) for the kernels and 
 from __future__ import annotations
 
 import gzip
-import json
 import shutil
 from pathlib import Path
 
@@ -27,7 +26,7 @@ CUTLASS = "void cutlass::Kernel<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_al
 def torch_profile(tmp_path_factory) -> tuple[Path, str]:
     """A real torch.profiler run with the Python tracer (as the frameworks run it), a
     forward and backward of a small MLP for 8 steps: its Chrome trace, and torch's own
-    table of it, sorted by self CPU time as vLLM sorts it."""
+    table of it (every row), sorted by self CPU time as vLLM sorts it."""
     torch = pytest.importorskip("torch")
     from torch.profiler import ProfilerActivity, profile, record_function
 
@@ -43,7 +42,7 @@ def torch_profile(tmp_path_factory) -> tuple[Path, str]:
                 with record_function("step"):
                     model(x).sum().backward()
         try:  # torch's table first and once: the Python tracer's names can go stale after
-            table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=10)
+            table = prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=-1)
             break
         except UnicodeDecodeError:  # pytorch/kineto#988, the error vLLM's workers log too
             continue
@@ -73,6 +72,19 @@ def test_the_sum_is_torchs_own_table(torch_profile) -> None:
     assert label == theirs.totals[0][0] == "Self CPU time total"
     assert total == theirs.totals[0][1]
     assert trace_ops.summarize(trace, 10).kernels is None  # a CPU run: no kernel
+
+
+def test_every_operation_is_summed_as_torch_sums_it(torch_profile) -> None:
+    """Every row of torch's table, not only its top: the same calls, self and total time per
+    operation; ``aten::sum`` calls ``aten::sum`` in the backward's bias gradients, and torch
+    counts such a call once (``_remove_dup_nodes``)."""
+    trace, table = torch_profile
+    keys = ("Self CPU", "CPU total", "# of Calls")
+    theirs = {r["Name"]: [r[k] for k in keys] for r in parse_table(table, 10_000).rows}
+    mine = {r["Name"]: [r[k] for k in keys] for r in trace_ops.summarize(trace, 10_000).ops.rows}
+    named = [n for n in theirs if not n.endswith("...")]  # torch cuts long names
+    assert len(named) > 20 and "aten::sum" in named
+    assert {n: mine.get(n) for n in named} == {n: theirs[n] for n in named}
 
 
 def test_a_cuda_trace_gives_its_kernels_and_torchs_nesting() -> None:
@@ -149,4 +161,35 @@ def test_a_point_sums_only_the_traces_without_their_table(torch_profile, tmp_pat
     (kernels,) = entry["kernels"]
     assert kernels["name"] == "1764-TP-0.trace.json" and kernels["rows"][0].name == CUTLASS
     assert kernels["categories"] == [("gemm", 1.0)]
-    assert json.loads(GPU_TRACE.read_text())["traceEvents"]  # the fixture is whole
+
+
+def test_a_covered_trace_is_read_for_kernels_only_where_its_table_timed_a_device(
+    torch_profile, tmp_path: Path, monkeypatch
+) -> None:
+    """A CPU run's trace beside its table (only ``Self CPU time total``) is not read at all:
+    the page shows its table and nothing of the trace; one beside a CUDA run's table (both
+    totals) is read for its kernels, and its table stays the framework's."""
+    read: list[str] = []
+    summarize = trace_ops.summarize
+
+    def spy(path: Path, top: int) -> trace_ops.TraceSummary:
+        read.append(path.name)
+        return summarize(path, top)
+
+    monkeypatch.setattr(trace_ops, "summarize", spy)
+    trace, _ = torch_profile
+    folder = tmp_path / "serving" / "chat"
+    shutil.copytree(DATA / "pocforge-sweep-a", folder)
+    cpu, gpu = folder / "profile-c1", folder / "profile-c2"
+    cpu.mkdir(), gpu.mkdir()
+    shutil.copy(PROFILE / "rank0.profiler_out.txt", cpu / "rank0.profiler_out.txt")
+    shutil.copy(trace, cpu / "rank0.3.pt.trace.json.gz")
+    shutil.copy(PROFILE / "kernelheim_torch_square_cuda.txt", gpu / "rank0.profiler_out.txt")
+    shutil.copy(GPU_TRACE, gpu / "rank0.4.pt.trace.json")
+    entries = {e["id"]: e for e in points(load_workload(folder), folder, tmp_path)}
+    assert read == ["rank0.4.pt.trace.json"]
+    assert [t["name"] for t in entries["c1"]["tables"]] == ["rank0.profiler_out.txt"]
+    assert entries["c1"]["kernels"] == []
+    assert [t["name"] for t in entries["c2"]["tables"]] == ["rank0.profiler_out.txt"]
+    (kernels,) = entries["c2"]["kernels"]
+    assert kernels["name"] == "rank0.4.pt.trace.json" and kernels["rows"][0].name == CUTLASS

@@ -727,30 +727,32 @@ def stop_failures(logs: dict[Path, int]) -> tuple[list[str], dict[Path, int]]:
 def node_logs(log_dir: Path, since: float) -> dict[Path, int]:
     """A node's launch logs written since ``since`` (a UNIX time: the profiled point's
     start), each with the offset an earlier point's settle read it to (0 for a new one)."""
-    seen_file = Path(log_dir) / PROFILE_LOGS_SEEN
-    try:
-        seen = json.loads(seen_file.read_text())
-    except (OSError, ValueError):
-        seen = {}
+    seen = _logs_seen(log_dir)
     logs = {}
     for log in sorted(Path(log_dir).glob("*.log")):
         with contextlib.suppress(OSError):
             if log.stat().st_mtime >= since:
-                logs[log] = int(seen.get(log.name, 0)) if isinstance(seen, dict) else 0
+                logs[log] = int(seen.get(log.name, 0))
     return logs
+
+
+def _logs_seen(log_dir: Path) -> dict[str, int]:
+    """How far an earlier settle read each log (empty where it never ran or its file is torn)."""
+    try:
+        seen = json.loads((Path(log_dir) / PROFILE_LOGS_SEEN).read_text())
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(seen, dict):
+        return {}
+    return {name: size for name, size in seen.items() if isinstance(size, int)}
 
 
 def keep_logs_seen(log_dir: Path, read_to: dict[Path, int]) -> None:
     """Record how far each log was read, so the next point's settle reads on from there."""
-    seen_file = Path(log_dir) / PROFILE_LOGS_SEEN
-    try:
-        seen = json.loads(seen_file.read_text())
-    except (OSError, ValueError):
-        seen = {}
-    seen = seen if isinstance(seen, dict) else {}
+    seen = _logs_seen(log_dir)
     seen.update({log.name: size for log, size in read_to.items()})
     with contextlib.suppress(OSError):
-        seen_file.write_text(json.dumps(seen, sort_keys=True))
+        (Path(log_dir) / PROFILE_LOGS_SEEN).write_text(json.dumps(seen, sort_keys=True))
 
 
 NSYS_REPORT_SUFFIX = ".nsys-rep"

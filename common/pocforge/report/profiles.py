@@ -33,6 +33,7 @@ PREFIX = "profile-"  # serving/<workload>/profile-<point>/ (pocforge.runner.prof
 TRACE_SUFFIXES = PROFILE_TRACE_SUFFIXES
 TABLE_SUFFIX = PROFILE_TABLE_SUFFIX
 UNITS = ("B", "KB", "MB", "GB")
+CPU_TOTAL = "Self CPU time total"  # torch's table's one total on a run of no device
 
 
 def size(n: int) -> tuple[int | float, str]:
@@ -93,25 +94,43 @@ def _entry(name: str, folder: Path, run_path: Path) -> dict[str, Any]:
     # recursive: Megatron-LM's trace handlers write in folders of their own under it
     files = sorted(f for f in folder.rglob("*") if f.is_file())
     traces = [f for f in files if f.name.endswith(TRACE_SUFFIXES)]
-    tables = [f for f in files if f.name.endswith(TABLE_SUFFIX)]
-    summed = [_summed(f, run_path, covered=_has_table(f, tables)) for f in traces]
+    tables = {f: read_table(f) for f in files if f.name.endswith(TABLE_SUFFIX)}
+    summed = []
+    for trace in traces:
+        table = _table_of(trace, tables)
+        if table is None or _device_timed(table):
+            summed.append(_summed(trace, run_path, covered=table is not None))
     return {
         "id": name,
         "traces": [_link(f, run_path) for f in traces],
-        "tables": [{**_link(f, run_path), "table": read_table(f)} for f in tables]
+        "tables": [{**_link(f, run_path), "table": t} for f, t in tables.items()]
         + [s["ops"] for s in summed if s["ops"]],
         "kernels": [_kernels(f, run_path) for f in files if is_kernel_summary(f)]
         + [s["kernels"] for s in summed if s["kernels"]],
     }
 
 
-def _has_table(trace: Path, tables: list[Path]) -> bool:
-    """Whether the framework wrote its own table for the process of ``trace`` (vLLM's
-    ``rank0.profiler_out.txt`` beside ``rank0.<n>.pt.trace.json.gz``)."""
-    return any(
-        t.parent == trace.parent and trace.name.startswith(t.name[: -len(TABLE_SUFFIX)] + ".")
-        for t in tables
+def _table_of(trace: Path, tables: dict[Path, OpsTable]) -> OpsTable | None:
+    """The table the framework wrote for the process of ``trace`` (vLLM's
+    ``rank0.profiler_out.txt`` beside ``rank0.<n>.pt.trace.json.gz``), None where it wrote none."""
+    return next(
+        (
+            table
+            for t, table in tables.items()
+            if t.parent == trace.parent
+            and trace.name.startswith(t.name[: -len(TABLE_SUFFIX)] + ".")
+        ),
+        None,
     )
+
+
+def _device_timed(table: OpsTable) -> bool:
+    """Whether the trace under a framework's table may hold GPU kernels, so is worth reading
+    for them: its table has a device's total (``Self CUDA time total``, ROCm's torch names it
+    CUDA too) or no totals at all (a table that did not read says nothing). A CPU run's
+    covered trace is not read: its table already says all the page shows of it, and summing
+    it costs about a second per 2 MB."""
+    return not table.totals or any(total != CPU_TOTAL for total, _ in table.totals)
 
 
 def _summed(trace: Path, run_path: Path, covered: bool) -> dict[str, Any]:

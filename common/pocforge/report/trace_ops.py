@@ -6,7 +6,8 @@ the GPU kernels by time too, in :mod:`pocforge.report.kernel_stats`'s table.
 
 Summed as torch sums its own table (``torch/autograd/profiler_util.py``): an event's self
 time is its duration less that of the events directly inside it on the same thread, nested
-by torch's rule (``_populate_cpu_children``: a child lies wholly inside its parent). The
+by torch's rule (``_populate_cpu_children``: a child lies wholly inside its parent), and a
+call whose one child has its name is one call (``_remove_dup_nodes``). The
 events are the trace's CPU-side complete events: ``cpu_op`` (aten and framework ops),
 ``user_annotation`` (``record_function`` scopes), ``python_function`` (the Python tracer's
 frames, which torch's table lists too when stacks are on) and ``cuda_runtime`` /
@@ -101,28 +102,36 @@ def _self_times(events: list[dict]) -> dict[str, list[int]]:
     sums: dict[str, list[int]] = {}
     for spans in by_thread.values():
         spans.sort(key=lambda s: (s[0], -s[1]))  # a parent before the children it starts with
-        stack: list[list] = []  # [end, name, children's ns, ns]
+        roots: list[list] = []
+        stack: list[list] = []  # [end, name, ns, children]
         for start, dur, name in spans:
             # torch's rule (_populate_cpu_children): a span not wholly inside the top of
             # the stack ends that parent; one that overlaps it only in part is no child
             while stack and (start >= stack[-1][0] or start + dur > stack[-1][0]):
-                _close(stack.pop(), sums)
-            if stack:
-                stack[-1][2] += dur
-            stack.append([start + dur, name, 0, dur])
-        while stack:
-            _close(stack.pop(), sums)
+                stack.pop()
+            span = [start + dur, name, dur, []]
+            (stack[-1][3] if stack else roots).append(span)
+            stack.append(span)
+        _add(roots, sums)
     return sums
 
 
-def _close(frame: list, sums: dict[str, list[int]]) -> None:
-    _, name, children, dur = frame
-    entry = sums.setdefault(name, [0, 0, 0])
-    # not clamped, as torch does not: the frame the profile started in ends up below zero
-    # (its trace span is cut to the profile), and the total is torch's only with it
-    entry[0] += dur - children
-    entry[1] += dur
-    entry[2] += 1
+def _add(roots: list[list], sums: dict[str, list[int]]) -> None:
+    """Each span of the trees into ``sums``, after torch's ``_remove_dup_nodes``: a span
+    whose one child has its name (``aten::sum`` calling ``aten::sum``) is one call, that
+    child's children its own."""
+    todo = list(roots)
+    while todo:  # not recursive: the Python tracer's frames nest deep
+        _, name, dur, children = todo.pop()
+        while len(children) == 1 and children[0][1] == name:
+            children = children[0][3]
+        entry = sums.setdefault(name, [0, 0, 0])
+        # not clamped, as torch does not: the frame the profile started in ends up below zero
+        # (its trace span is cut to the profile), and the total is torch's only with it
+        entry[0] += dur - sum(child[2] for child in children)
+        entry[1] += dur
+        entry[2] += 1
+        todo += children
 
 
 def _ops(events: list[dict], top: int) -> OpsTable:
