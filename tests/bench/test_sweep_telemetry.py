@@ -55,3 +55,51 @@ def test_each_point_is_sampled_over_its_repeats(instrument, tiny_dir, tmp_path):
     assert sum("sampler" in line and "% of a core" in line for line in said) == 2
     data = json.loads((tmp_path / "summary.json").read_text())
     jsonschema.validate(data, json.loads((tmp_path / "summary.schema.json").read_text()))
+
+
+def test_a_profiled_point_runs_one_more_pass_left_out_of_its_statistics(
+    instrument, tiny_dir, tmp_path
+):
+    """A hook that profiles c2: the point's repeats are measured first, then one more pass
+    runs between before_profile and after_profile, inside the telemetry's window of the
+    point but in none of its repeats'; its requests go to a file of their own and the
+    point's statistics hold only its repeats'; c1 gets no pass."""
+    from pocforge.bench.records import read_records
+    from pocforge.bench.sweep import Hooks, PointHook
+
+    calls: list[tuple] = []
+
+    class Profiler(PointHook):
+        def profiles(self, point):
+            return point.id == "c2"
+
+        def before_profile(self, point):
+            calls.append(("start", point.id, len(point.repeats)))
+
+        def after_profile(self, point, interrupted):
+            records = tmp_path / f"requests-{point.id}.profiled.jsonl"
+            calls.append(("stop", point.id, interrupted, len(read_records(records))))
+
+        def after(self, point):
+            calls.append(("after", point.id))
+
+    cfg = SweepConfig(
+        base_url=instrument,
+        model="instrument",
+        tokenizer=str(tiny_dir),
+        dataset=DatasetConfig(isl="8", osl="4"),
+        values=[1, 2],
+        num_prompts=6,
+        repeats=2,
+    )
+    telemetry = ServingTelemetry(tmp_path, gpus=1, price=3.0, say=lambda _: None, interval_s=0.2)
+    summary = run_sweep(cfg, tmp_path, hook=Hooks(telemetry, Profiler()))
+    assert calls == [("after", "c1"), ("start", "c2", 2), ("stop", "c2", False, 6), ("after", "c2")]
+    c1, c2 = summary.points
+    assert not (tmp_path / "requests-c1.profiled.jsonl").exists()
+    assert len(read_records(tmp_path / "requests-c2.jsonl")) == 12  # its 2 repeats only
+    assert [r.completed for r in c2.repeats] == [6, 6]
+    assert any(n.startswith("profiled in one more repeat") for n in c2.notes)
+    assert not any(n.startswith("profiled") for n in c1.notes)
+    series = Series.read(tmp_path / c2.telemetry_file)
+    assert [w.repeat for w in series.windows] == [0, 1]

@@ -50,7 +50,7 @@ def test_the_table_written_after_the_trace_is_waited_for_and_both_moved(tmp_path
 
     threading.Thread(target=table_later, daemon=True).start()
     said, _ = settle(src, dest, "--framework", "vllm", "--timeout", "60")
-    assert said == {"moved": 2, "missing_tables": [], "problems": [], "failed": []}
+    assert said == {"moved": 2, "missing_tables": [], "problems": [], "failed": [], "set_aside": 0}
     assert sorted(p.name for p in dest.iterdir()) == sorted([TABLE, TRACE])
     assert not list(src.iterdir())  # out of the way of the next point's
 
@@ -61,7 +61,14 @@ def test_a_table_that_never_comes_is_named_after_the_timeout(tmp_path):
     (src / TRACE).write_bytes(b"\x1f\x8b trace")
     said, took = settle(src, dest, "--framework", "vllm", "--timeout", "3")
     assert (
-        said == {"moved": 1, "missing_tables": ["dp1_pp0_tp0"], "problems": [], "failed": []}
+        said
+        == {
+            "moved": 1,
+            "missing_tables": ["dp1_pp0_tp0"],
+            "problems": [],
+            "failed": [],
+            "set_aside": 0,
+        }
         and took >= 3
     )
 
@@ -84,7 +91,13 @@ def test_a_failure_the_workers_log_ends_the_wait_once_per_point(tmp_path):
     (src / TRACE).write_bytes(b"\x1f\x8b trace")
     args = ("--framework", "vllm", "--timeout", "60", "--logs", str(logs), "--since", since)
     said, took = settle(src, tmp_path / "profile-c2", *args)
-    assert said == {"moved": 1, "missing_tables": ["dp1_pp0_tp0"], "problems": [], "failed": [line]}
+    assert said == {
+        "moved": 1,
+        "missing_tables": ["dp1_pp0_tp0"],
+        "problems": [],
+        "failed": [line],
+        "set_aside": 0,
+    }
     assert took < 30
     (src / TRACE).write_bytes(b"\x1f\x8b the next point's trace")
     args = (*args[:3], "3", *args[4:])
@@ -92,11 +105,45 @@ def test_a_failure_the_workers_log_ends_the_wait_once_per_point(tmp_path):
     assert said["failed"] == [] and said["missing_tables"] == ["dp1_pp0_tp0"] and took >= 3
 
 
+def test_an_earlier_attempts_files_are_set_aside_not_mixed_into_the_point(tmp_path):
+    """A resumed run on a node that kept its run folder: the point's folder the lost attempt
+    filled, and the trace its engine wrote after that attempt's settle (older than this
+    point's start), go aside together; the point's folder holds this attempt's files only,
+    and how far the logs were read is kept beside the profiler's folder, not in the logs."""
+    profiles = tmp_path / "profiles"
+    src, dest, logs = profiles / "incoming", profiles / "chat" / "profile-c2", tmp_path / "logs"
+    src.mkdir(parents=True)
+    dest.mkdir(parents=True)
+    logs.mkdir()
+    (dest / TRACE).write_bytes(b"\x1f\x8b attempt 1, settled")
+    late = src / "dp0_pp0_tp0.1.pt.trace.json.gz"
+    late.write_bytes(b"\x1f\x8b attempt 1, written after its settle")
+    os.utime(late, (time.time() - 600, time.time() - 600))
+    (src / TRACE).write_bytes(b"\x1f\x8b attempt 2")
+    (src / TABLE).write_text("table\n")
+    (logs / "poc-vllm-rank1-20261204T014113Z.log").write_text("INFO serving\n")
+    since = str(int(time.time()) - 60)
+    said, _ = settle(src, dest, "--framework", "vllm", "--logs", str(logs), "--since", since)
+    assert said["moved"] == 2 and said["set_aside"] == 2 and said["missing_tables"] == []
+    assert sorted(p.name for p in dest.iterdir()) == sorted([TRACE, TABLE])
+    assert (dest / TRACE).read_bytes() == b"\x1f\x8b attempt 2"
+    (aside,) = [p for p in dest.parent.iterdir() if p != dest]
+    assert aside.name.startswith(".profile-c2.before-")  # not a point's folder to the run
+    assert sorted(p.read_bytes() for p in aside.iterdir()) == sorted(
+        [b"\x1f\x8b attempt 1, settled", b"\x1f\x8b attempt 1, written after its settle"]
+    )
+    assert list(logs.iterdir()) == [logs / "poc-vllm-rank1-20261204T014113Z.log"]
+    assert (profiles / process.PROFILE_LOGS_SEEN).is_file()
+
+
 def test_a_node_with_no_engine_is_not_kept_waiting(tmp_path):
     said, took = settle(
         tmp_path / "incoming", tmp_path / "dest", "--framework", "vllm", "--empty-after", "1"
     )
-    assert said == {"moved": 0, "missing_tables": [], "problems": [], "failed": []} and took < 30
+    assert (
+        said == {"moved": 0, "missing_tables": [], "problems": [], "failed": [], "set_aside": 0}
+        and took < 30
+    )
 
 
 def test_each_nodes_profiled_points_are_linked_into_the_run(tmp_path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -25,7 +26,7 @@ class SlowTableWorker(ProfileHook):
     table_after_s: float | None = 2.5
     fails_in_log: bool = False  # vLLM's worker when torch raised while it summed the trace
 
-    def _post(self, path: str, body: dict | None = None) -> None:
+    def _post(self, path: str, body: dict | None = None, timeout_s: float = 0) -> None:
         if path != "/stop_profile":
             return
 
@@ -53,7 +54,7 @@ def test_the_table_written_after_the_trace_settled_is_kept(tmp_path):
         "http://127.0.0.1:1", "vllm", ["c2"], tmp_path / "traces", tmp_path / "run", said.append
     )
     hook.trace_dir.mkdir()
-    hook.after(point())
+    hook.after_profile(point(), False)
     kept = sorted(p.name for p in (tmp_path / "run" / "profile-c2").iterdir())
     assert kept == sorted([TABLE, TRACE]), said
 
@@ -66,7 +67,7 @@ def test_a_table_that_never_comes_is_named_and_the_trace_kept(tmp_path, monkeypa
     )
     hook.table_after_s = None
     hook.trace_dir.mkdir()
-    hook.after(point())
+    hook.after_profile(point(), False)
     assert [p.name for p in (tmp_path / "run" / "profile-c2").iterdir()] == [TRACE]
     assert any("no table after 3 s from ['rank0']" in line for line in said), said
 
@@ -76,7 +77,7 @@ def test_sglang_writes_traces_only_and_is_not_kept_waiting(tmp_path):
     hook.table_after_s = None
     hook.trace_dir.mkdir()
     started = time.monotonic()
-    hook.after(point())
+    hook.after_profile(point(), False)
     assert time.monotonic() - started < profile.SETTLE_S / 4
     assert [p.name for p in (tmp_path / "r" / "profile-c2").iterdir()] == [TRACE]
 
@@ -89,9 +90,9 @@ def test_a_profiler_that_logged_its_failure_is_not_waited_for(tmp_path):
         "http://127.0.0.1:1", "vllm", ["c2"], tmp_path / "t", tmp_path / "r", said.append, [log]
     )
     hook.fails_in_log = True
-    hook.before(point())
+    hook.before_profile(point())
     started = time.monotonic()
-    hook.after(point())
+    hook.after_profile(point(), False)
     assert time.monotonic() - started < profile.SETTLE_S / 4
     assert [p.name for p in (tmp_path / "r" / "profile-c2").iterdir()] == [TRACE]
     (line,) = [line for line in said if "no table" in line]
@@ -109,12 +110,12 @@ def test_a_failure_logged_mid_point_by_a_profiler_that_stopped_itself_counts(tmp
         "http://127.0.0.1:1", "vllm", ["c2"], tmp_path / "t", tmp_path / "r", said.append, [log]
     )
     hook.table_after_s = None
-    hook.before(point())
+    hook.before_profile(point())
     (hook.trace_dir / TRACE).write_bytes(b"\x1f\x8b trace")
     with log.open("a") as handle:  # the point still running
         handle.write(f"WARNING {profile.STOP_FAILED}: 'utf-8' codec can't decode\n")
     started = time.monotonic()
-    hook.after(point())
+    hook.after_profile(point(), False)
     assert time.monotonic() - started < profile.SETTLE_S / 4
     assert any("no table from ['rank0']: WARNING Failed to stop" in line for line in said), said
 
@@ -125,8 +126,8 @@ def test_a_failure_logged_before_the_point_does_not_cut_the_wait(tmp_path):
     hook = SlowTableWorker(
         "http://127.0.0.1:1", "vllm", ["c2"], tmp_path / "t", tmp_path / "r", logs=[log]
     )
-    hook.before(point())
-    hook.after(point())
+    hook.before_profile(point())
+    hook.after_profile(point(), False)
     assert sorted(p.name for p in (tmp_path / "r" / "profile-c2").iterdir()) == sorted(
         [TABLE, TRACE]
     )
@@ -137,7 +138,7 @@ class NsysServer(ProfileHook):
     stream first, turned into the range's report 2 s later (as nsys does once the range
     ends); the start request's body is kept."""
 
-    def _post(self, path: str, body: dict | None = None) -> None:
+    def _post(self, path: str, body: dict | None = None, timeout_s: float = 0) -> None:
         self.bodies.append((path, body))
         if path != "/stop_profile":
             return
@@ -173,8 +174,8 @@ def test_an_nsys_report_is_waited_for_kept_and_summed(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
     said: list[str] = []
     hook = gpu_tool_hook(tmp_path, "sglang", "nsys", said)
-    hook.before(point())
-    hook.after(point())
+    hook.before_profile(point())
+    hook.after_profile(point(), False)
     folder = tmp_path / "run" / "profile-c2"
     assert [p.name for p in folder.iterdir()] == ["nsys-h200-01-77.1.nsys-rep"], said
     assert calls.read_text().split()[:3] == ["stats", "--report", "cuda_gpu_kern_sum"]
@@ -191,7 +192,7 @@ def test_rocprofv3_is_not_waited_for_after_its_point(tmp_path):
     hook = gpu_tool_hook(tmp_path, "vllm", "rocprofv3", said)
     hook.trace_dir.mkdir()
     started = time.monotonic()
-    hook.after(point())
+    hook.after_profile(point(), False)
     assert time.monotonic() - started < 1.0
     assert said == [
         "profile: c2: rocprofv3 writes its files when the server stops; they are kept in "
@@ -215,3 +216,24 @@ def test_rocprofv3s_files_are_kept_in_its_point_when_the_server_stops(tmp_path):
     assert said == [f"profile: r4: rocprofv3 wrote 1 files at the server's exit, in {kept.parent}"]
     keep_rocprof(load_poc("demo"), tmp_path, said.append)  # torch's profiler: nothing to do
     assert len(said) == 1
+
+
+@pytest.mark.process
+def test_an_interrupted_point_does_not_wait_out_a_server_that_never_answers(monkeypatch):
+    """A node lost mid-pass: h1's API takes ``/stop_profile`` and never answers (its DP
+    engine on the lost node cannot stop). An interrupted pass waits INTERRUPTED_STOP_S for
+    it, not the full timeout, and says the profiler did not stop; a finished one would wait
+    the full STOP_S."""
+    import socket
+
+    monkeypatch.setattr(profile, "INTERRUPTED_STOP_S", 1)
+    with socket.create_server(("127.0.0.1", 0)) as server:  # listens, never answers
+        said: list[str] = []
+        url = f"http://127.0.0.1:{server.getsockname()[1]}"
+        hook = ProfileHook(url, "vllm", ["c2"], Path("unused"), Path("unused"), said.append)
+        began = time.monotonic()
+        assert hook._stop(point(), interrupted=True) is True
+        assert time.monotonic() - began < profile.STOP_S / 10
+        assert said == [
+            f"profile: c2: the profiler did not stop cleanly: {url}/stop_profile: timed out"
+        ]

@@ -52,6 +52,16 @@ class PointHook:
 
     def after(self, point: PointSummary) -> None: ...
 
+    # A profiled point (:mod:`pocforge.runner.profile`): once its repeats are measured, it
+    # runs once more between :meth:`before_profile` and :meth:`after_profile` (the
+    # profiler's start and stop), that pass left out of its statistics.
+    def profiles(self, point: PointSummary) -> bool:
+        return False
+
+    def before_profile(self, point: PointSummary) -> None: ...
+
+    def after_profile(self, point: PointSummary, interrupted: bool) -> None: ...
+
 
 class Hooks(PointHook):
     """Several hooks around each point: ``before`` in order, ``after`` in reverse (the last
@@ -67,6 +77,17 @@ class Hooks(PointHook):
     def after(self, point: PointSummary) -> None:
         for hook in reversed(self.hooks):
             hook.after(point)
+
+    def profiles(self, point: PointSummary) -> bool:
+        return any(hook.profiles(point) for hook in self.hooks)
+
+    def before_profile(self, point: PointSummary) -> None:
+        for hook in self.hooks:
+            hook.before_profile(point)
+
+    def after_profile(self, point: PointSummary, interrupted: bool) -> None:
+        for hook in reversed(self.hooks):
+            hook.after_profile(point, interrupted)
 
 
 async def _sweep(
@@ -134,26 +155,19 @@ async def _points(
             repeats=[],
         )
         summary.points.append(point)
+
+        async def repeat(rep: int, writer: RecordWriter, pid=pid, p_idx=p_idx, value=value):
+            return await run_repeat(
+                cfg, session, transport, url, tok, pid, p_idx, value, rep, writer, progress, stop
+            )
+
         await asyncio.to_thread(hook.before, point)
         per_repeat: list[list[Measured]] = []
         with RecordWriter(out_dir / point.records_file) as writer:
             for rep in range(cfg.repeats):
                 if stop.is_set():
                     break
-                result, recs = await run_repeat(
-                    cfg,
-                    session,
-                    transport,
-                    url,
-                    tok,
-                    pid,
-                    p_idx,
-                    value,
-                    rep,
-                    writer,
-                    progress,
-                    stop,
-                )
+                result, recs = await repeat(rep, writer)
                 per_repeat.append(recs)
                 point.repeats.append(result)
                 write_summary(summary, out_dir)
@@ -166,6 +180,19 @@ async def _points(
         elif "failed" in statuses:
             point.error = "; ".join(
                 f"repeat {r.repeat}: {r.error}" for r in point.repeats if r.error
+            )
+        if point.status == "ok" and not stop.is_set() and hook.profiles(point):
+            # its own pass: a profiler slows what it records (vLLM's worker stalls its
+            # engine while it writes the trace), so no measured request runs under it
+            await asyncio.to_thread(hook.before_profile, point)
+            profiled = f"requests-{pid}.profiled.jsonl"
+            with RecordWriter(out_dir / profiled) as writer:
+                result, _ = await repeat(cfg.repeats, writer)
+            interrupted = result.status == "interrupted" or stop.is_set()
+            await asyncio.to_thread(hook.after_profile, point, interrupted)
+            point.notes.append(
+                f"profiled in one more repeat after these ({profiled}), left out of the "
+                "statistics: a profiler slows what it records"
             )
         await asyncio.to_thread(hook.after, point)
         judge_point(summary, point, cfg, per_repeat)

@@ -205,6 +205,8 @@ class ManagedProcess:
         for name, content in self.launch.files.items():
             (self.workdir / name).parent.mkdir(parents=True, exist_ok=True)
             (self.workdir / name).write_text(content)
+        for folder in (self.launch.runtime or {}).get("written", []):  # a container mounts it
+            Path(folder.replace(WORKDIR, str(self.workdir))).mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.launch.env}  # logs stream as written
         log = self.log_file.open("ab", buffering=0)
         log.write(f"$ {self.launch.command_line()}\n".encode())
@@ -698,7 +700,7 @@ PROFILE_TRACE_SUFFIXES = (".trace.json.gz", ".trace.json")
 # what vLLM's worker logs when its profiler raised on stop (torch's ``key_averages`` raises
 # a UnicodeDecodeError there, pytorch/kineto#988): it then writes no table
 PROFILE_STOP_FAILED = "Failed to stop profiler"
-# on a node, beside the launches' logs: how far each log was read for those lines
+# on a node, beside the profiler's folder: how far each launch log was read for those lines
 PROFILE_LOGS_SEEN = ".profile-logs-seen.json"
 
 
@@ -724,35 +726,57 @@ def stop_failures(logs: dict[Path, int]) -> tuple[list[str], dict[Path, int]]:
     return lines, read_to
 
 
-def node_logs(log_dir: Path, since: float) -> dict[Path, int]:
+def node_logs(log_dir: Path, since: float, seen: Path) -> dict[Path, int]:
     """A node's launch logs written since ``since`` (a UNIX time: the profiled point's
-    start), each with the offset an earlier point's settle read it to (0 for a new one)."""
-    seen = _logs_seen(log_dir)
+    start), each with the offset an earlier point's settle read it to (kept in ``seen``;
+    0 for a new one)."""
+    offsets = _logs_seen(seen)
     logs = {}
     for log in sorted(Path(log_dir).glob("*.log")):
         with contextlib.suppress(OSError):
             if log.stat().st_mtime >= since:
-                logs[log] = int(seen.get(log.name, 0))
+                logs[log] = offsets.get(log.name, 0)
     return logs
 
 
-def _logs_seen(log_dir: Path) -> dict[str, int]:
+def _logs_seen(seen: Path) -> dict[str, int]:
     """How far an earlier settle read each log (empty where it never ran or its file is torn)."""
     try:
-        seen = json.loads((Path(log_dir) / PROFILE_LOGS_SEEN).read_text())
+        offsets = json.loads(Path(seen).read_text())
     except (OSError, ValueError):
         return {}
-    if not isinstance(seen, dict):
+    if not isinstance(offsets, dict):
         return {}
-    return {name: size for name, size in seen.items() if isinstance(size, int)}
+    return {name: size for name, size in offsets.items() if isinstance(size, int)}
 
 
-def keep_logs_seen(log_dir: Path, read_to: dict[Path, int]) -> None:
-    """Record how far each log was read, so the next point's settle reads on from there."""
-    seen = _logs_seen(log_dir)
-    seen.update({log.name: size for log, size in read_to.items()})
+def keep_logs_seen(seen: Path, read_to: dict[Path, int]) -> None:
+    """Record in ``seen`` how far each log was read, so the next point's settle reads on
+    from there."""
+    offsets = _logs_seen(seen)
+    offsets.update({log.name: size for log, size in read_to.items()})
     with contextlib.suppress(OSError):
-        (Path(log_dir) / PROFILE_LOGS_SEEN).write_text(json.dumps(seen, sort_keys=True))
+        Path(seen).write_text(json.dumps(offsets, sort_keys=True))
+
+
+def set_aside(dest: Path, src: Path, since: float) -> int:
+    """An earlier attempt's files (a resumed run on nodes that kept their run folder):
+    the point's folder it filled, and what its profilers wrote into ``src`` before this
+    point began (mtime before ``since``), moved together into ``.<dest>.before-<time>``
+    beside it (fetched with the run, not shown as this point's); how many files."""
+    stale = []
+    if since > 0 and src.is_dir():
+        with contextlib.suppress(OSError):
+            stale = [p for p in src.iterdir() if p.is_file() and p.stat().st_mtime < since]
+    if not dest.exists() and not stale:
+        return 0
+    aside = dest.with_name(f".{dest.name}.before-{int(time.time())}")
+    count = sum(1 for p in dest.rglob("*") if p.is_file()) if dest.exists() else 0
+    if dest.exists():
+        aside.parent.mkdir(parents=True, exist_ok=True)
+        dest.rename(aside)
+    move_profile(stale, aside)
+    return count + len(stale)
 
 
 NSYS_REPORT_SUFFIX = ".nsys-rep"
@@ -873,8 +897,9 @@ def move_profile(files: list[Path], dest: Path) -> list[Path]:
 
 def _settle_main(argv: list[str]) -> int:
     """``process.py settle-profile SRC DEST --framework F [--timeout S]``: on a node, a
-    profiled point's files moved into their own folder before the next point's are written;
-    prints ``{"moved": N, "missing_tables": [...]}``."""
+    profiled point's files moved into their own folder before the next point's are written
+    (an earlier attempt's set aside first, :func:`set_aside`); prints ``{"moved": N,
+    "missing_tables": [...], "problems": [...], "failed": [line], "set_aside": N}``."""
     parser = argparse.ArgumentParser(prog="process.py settle-profile")
     parser.add_argument("src", type=Path)
     parser.add_argument("dest", type=Path)
@@ -887,8 +912,12 @@ def _settle_main(argv: list[str]) -> int:
     parser.add_argument("--since", type=float, default=0.0, help="the point's start (UNIX s)")
     args = parser.parse_args(argv)
     args.src.mkdir(parents=True, exist_ok=True)
-    # a worker that logged its profiler's failure writes no table: no waiting it out
-    logs = node_logs(args.logs, args.since) if args.logs else {}
+    earlier = set_aside(args.dest, args.src, args.since)
+    # a worker that logged its profiler's failure writes no table: no waiting it out; how
+    # far each log was read is kept beside the profiler's folder (not among the logs,
+    # which the run keeps)
+    seen = args.src.parent / PROFILE_LOGS_SEEN
+    logs = node_logs(args.logs, args.since, seen) if args.logs else {}
     failed: list[str] = []
 
     def stopped_failing() -> bool:
@@ -907,12 +936,12 @@ def _settle_main(argv: list[str]) -> int:
     )
     stopped_failing()  # and what came in the last second
     if args.logs:
-        keep_logs_seen(args.logs, logs)
+        keep_logs_seen(seen, logs)
     missing = profile_pending(files, args.framework, args.tool)
     moved = move_profile(files, args.dest)
     problems = nsys_summaries(moved, args.nsys) if args.tool == "nsys" else []
     report = {"moved": len(files), "missing_tables": missing, "problems": problems}
-    print(json.dumps({**report, "failed": failed[:1]}), flush=True)
+    print(json.dumps({**report, "failed": failed[:1], "set_aside": earlier}), flush=True)
     return 0
 
 

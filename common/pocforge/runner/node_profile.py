@@ -1,8 +1,8 @@
 """Profiled sweep points on a cluster (``serving.workloads[].profile``): the servers'
 profilers write on their nodes, so the points' files are kept there and brought home.
 
-- Around a profiled point the hook starts and stops the framework's profiler through the
-  entry server's API, as a run here does; the profiler of every engine behind it (a DP
+- Around a profiled point's pass the hook starts and stops the framework's profiler through
+  the entry server's API, as a run here does; the profiler of every engine behind it (a DP
   rank on another node too) writes on its own node, in ``PROFILE_DIR``.
 - After the point, ``profile.yml`` runs on the serving nodes: the kit's process manager
   (``process.py settle-profile``) waits until the files are whole (vLLM: each worker's
@@ -67,8 +67,8 @@ class NodeProfileHook(ProfileHook):
         self._post("/start_profile", self._start_body(PROFILE_DIR))
         self.say(f"profile: {point.id} under {self._profiler()}, on the nodes")
 
-    def after(self, point: PointSummary) -> None:
-        if not self._stop(point):
+    def after_profile(self, point: PointSummary, interrupted: bool) -> None:
+        if not self._stop(point, interrupted):
             return
         if self.tool == "rocprofv3":  # written at the servers' exit: collect.yml stops them
             self.say(f"profile: {point.id}: rocprofv3 writes its files when the servers stop")
@@ -103,6 +103,8 @@ class NodeProfileHook(ProfileHook):
             failed = moved.get("failed") or []
             note = f"; no table from {missing}" if missing else ""
             note += f": {failed[0]}" if missing and failed else ""
+            earlier = moved.get("set_aside") or 0
+            note += f"; {earlier} files of an earlier attempt set aside" if earlier else ""
             self.say(f"profile: {point.id}: {name}: {moved.get('moved', 0)} files kept{note}")
             for problem in moved.get("problems") or []:
                 self.say(f"profile: {point.id}: {name}: no kernel table: {problem}")

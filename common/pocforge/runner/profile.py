@@ -1,5 +1,7 @@
-"""The profiled points of a workload (``serving.workloads[].profile``): the framework's torch
-profiler started before the point's first repeat and stopped after its last, its traces
+"""The profiled points of a workload (``serving.workloads[].profile``): once the point's
+repeats are measured, it runs once more with the framework's profiler started before and
+stopped after (the sweep's profiled pass, :class:`~pocforge.bench.sweep.PointHook`: left out
+of the point's statistics, as a profiler slows what it records), and the pass's traces are
 moved into the run as ``serving/<workload>/profile-<point>/``.
 
 vLLM (started with ``--profiler-config``, :mod:`pocforge.frameworks.vllm`) takes
@@ -33,6 +35,12 @@ Say = Callable[[str], None]
 # its trace, then sums the trace into its table (``key_averages``), which under load took
 # longer than the trace's size took to settle (CI: the table came after the files were moved)
 SETTLE_S = PROFILE_SETTLE_S
+# the server's answer to /stop_profile comes once its profilers stopped (vLLM: every
+# engine's); after an interrupted pass (Ctrl-C, a node lost) it is waited for this long,
+# not the full timeout: a lost engine never answers (a DP engine's node lost: h1's API
+# waited out the 300 s in the rehearsal)
+STOP_S = 300
+INTERRUPTED_STOP_S = 30
 # what vLLM's worker logs when its profiler raised on stop: it then writes no table, so the
 # kit stops waiting
 STOP_FAILED = PROFILE_STOP_FAILED
@@ -64,13 +72,13 @@ class ProfileHook(PointHook):
         self._before: set[Path] = set()
         self._log_sizes: dict[Path, int] = {}
 
-    def _post(self, path: str, body: dict | None = None) -> None:
+    def _post(self, path: str, body: dict | None = None, timeout_s: float = STOP_S) -> None:
         data = json.dumps(body or {}).encode()
         request = urllib.request.Request(
             self.base_url + path, data, {"Content-Type": "application/json"}
         )
         try:
-            with urllib.request.urlopen(request, timeout=300) as answer:
+            with urllib.request.urlopen(request, timeout=timeout_s) as answer:
                 answer.read()
         except OSError as exc:
             raise ProfileError(f"{self.base_url}{path}: {exc}") from None
@@ -99,25 +107,29 @@ class ProfileHook(PointHook):
     def _profiler(self) -> str:
         return f"{self.framework}'s torch profiler" if self.tool == "torch" else self.tool
 
-    def before(self, point: PointSummary) -> None:
+    def profiles(self, point: PointSummary) -> bool:
+        return point.id in self.points
+
+    def before_profile(self, point: PointSummary) -> None:
         try:
             self._start(point)
         except ProfileError as exc:  # a profile is extra: the point is measured without it
             self.say(f"profile: {point.id}: not started: {exc}")
             self.points.discard(point.id)
 
-    def _stop(self, point: PointSummary) -> bool:
-        """Stop the profiler after a profiled point; False for a point not profiled."""
+    def _stop(self, point: PointSummary, interrupted: bool = False) -> bool:
+        """Stop the profiler after a profiled pass; False for a point not profiled."""
         if point.id not in self.points:
             return False
+        timeout_s = INTERRUPTED_STOP_S if interrupted else STOP_S
         try:
-            self._post("/stop_profile")
+            self._post("/stop_profile", timeout_s=timeout_s)
         except ProfileError as exc:
             self.say(f"profile: {point.id}: the profiler did not stop cleanly: {exc}")
         return True
 
-    def after(self, point: PointSummary) -> None:
-        if not self._stop(point):
+    def after_profile(self, point: PointSummary, interrupted: bool) -> None:
+        if not self._stop(point, interrupted):
             return
         if self.tool == "rocprofv3":
             self.say(

@@ -17,8 +17,9 @@ The flags are the vendors' documented ones for their framework images:
   podman 4.3), ``--network host`` (the ranks, Ray, RCCL/NCCL and the benchmark reach the
   node's own addresses and ports).
 
-Weights, the run folder and the kit's wheels are mounted at the same paths as on the node,
-so the framework's arguments need no translation. The kernels distribution, when the
+Weights, the run folder, the kit's wheels and the profiler's folder (a profiled serving
+stage's traces) are mounted at the same paths as on the node, so the framework's arguments
+need no translation and nothing it writes ends with the container. The kernels distribution, when the
 deployment uses kit kernels, and for training the kit itself (its driver), are installed
 from the mounted wheels before the framework starts (no registry needed on the node).
 """
@@ -78,9 +79,18 @@ def container_name(poc: str, launch: NodeLaunch) -> str:
 
 
 def wrap(
-    launch: NodeLaunch, runtime: ResolvedRuntime, *, poc: str, mounts: list[str], kernels: bool
+    launch: NodeLaunch,
+    runtime: ResolvedRuntime,
+    *,
+    poc: str,
+    mounts: list[str],
+    kernels: bool,
+    written: list[str] = (),
 ) -> NodeLaunch:
-    """``launch`` run in ``runtime``'s container; its environment goes in as ``--env``."""
+    """``launch`` run in ``runtime``'s container; its environment goes in as ``--env``.
+    ``written``: folders on the node the launch writes into (a profiler's): mounted, so
+    what it writes outlives the container, and made before the start (``runtime.written``:
+    podman, unlike docker, refuses to mount a folder that is not there)."""
     assert runtime.kind == "container" and runtime.image
     name = container_name(poc, launch)
     argv = [runtime.engine, "run", "--rm", "--name", name]
@@ -94,6 +104,9 @@ def wrap(
         argv += ["--volume", mount]
     if launch.files:  # generated files are written to the working directory on the node
         argv += ["--volume", f"{WORKDIR}:{WORKDIR}", "--workdir", WORKDIR]
+    written = list(dict.fromkeys(written))
+    for folder in written:
+        argv += ["--volume", f"{folder}:{folder}"]
     env = {**runtime.env, **launch.env}
     for key in sorted(env):
         argv += ["--env", f"{key}={env[key]}"]
@@ -129,5 +142,6 @@ def wrap(
             "image": runtime.image,
             "inner_argv": launch.argv,
             "env": env,
+            "written": written,
         },
     )

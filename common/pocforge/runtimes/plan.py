@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path, PurePosixPath
 
 from pocforge.frameworks import ADAPTERS, LaunchContext, NodeLaunch, gpu_profiler
-from pocforge.frameworks.base import model_path
+from pocforge.frameworks.base import PROFILE_DIR, model_path, profiled
 from pocforge.frameworks.disagg import plan_disaggregated
 from pocforge.runtimes import container
 from pocforge.runtimes.resolve import WHEELS, Deployment, ResolvedRuntime, resolve
@@ -88,11 +88,24 @@ def plan_deployment(
         launches,
         ctx.profile_dir,
         out_dir,
-        in_runtime=lambda planned: _in_runtime(spec, section, runtime, planned, wheels),
+        in_runtime=lambda planned: _in_runtime(
+            spec, section, runtime, planned, wheels, _written(spec, deployment, ctx)
+        ),
     )
 
 
-def _in_runtime(spec, section, runtime, launches: list[NodeLaunch], wheels: str):
+def _written(spec: PocSpec, deployment: Deployment, ctx: LaunchContext) -> list[str]:
+    """The folders a deployment's servers write into beside the run's own: a profiled
+    serving stage's profiler folder (:data:`~pocforge.frameworks.base.PROFILE_DIR` on a
+    node), which a container must mount or its traces end with it."""
+    if deployment == "serving" and profiled(spec):
+        return [ctx.profile_dir or PROFILE_DIR]
+    return []
+
+
+def _in_runtime(
+    spec, section, runtime, launches: list[NodeLaunch], wheels: str, written: list[str]
+):
     if runtime.kind == "venv":
         return [_in_venv(one, runtime) for one in launches]
     if runtime.kind == "container":
@@ -101,7 +114,9 @@ def _in_runtime(spec, section, runtime, launches: list[NodeLaunch], wheels: str)
         if f"{HF_HOME}:{HF_HOME}" in mounts:
             runtime = dataclasses.replace(runtime, env={"HF_HOME": HF_HOME, **runtime.env})
         return [
-            container.wrap(one, runtime, poc=spec.name, mounts=mounts, kernels=kernels)
+            container.wrap(
+                one, runtime, poc=spec.name, mounts=mounts, kernels=kernels, written=written
+            )
             for one in launches
         ]
     return launches

@@ -421,7 +421,7 @@ class Workload(Strict):
     )
     profile: Profile | None = Field(
         None,
-        description="Profile these sweep points (the framework's torch profiler, or `tool: nsys | rocprofv3`); the traces go into the run.",
+        description="Profile these sweep points (the framework's torch profiler, or `tool: nsys | rocprofv3`): each runs once more after its measured repeats with the profiler on, that pass left out of its statistics; the traces go into the run.",
     )
 
 
