@@ -19,16 +19,21 @@ from pocforge.telemetry.series import Series
 pytestmark = pytest.mark.process  # the scripted server is a process of its own
 
 
-def test_each_point_is_sampled_over_its_repeats(instrument, tiny_dir, tmp_path):
-    cfg = SweepConfig(
+def two_points(instrument: str, tiny_dir, num_prompts: int) -> SweepConfig:
+    """c1 and c2 against the scripted server, two repeats each."""
+    return SweepConfig(
         base_url=instrument,
         model="instrument",
         tokenizer=str(tiny_dir),
         dataset=DatasetConfig(isl="8", osl="4"),
         values=[1, 2],
-        num_prompts=12,
+        num_prompts=num_prompts,
         repeats=2,
     )
+
+
+def test_each_point_is_sampled_over_its_repeats(instrument, tiny_dir, tmp_path):
+    cfg = two_points(instrument, tiny_dir, num_prompts=12)
     said: list[str] = []
     hook = ServingTelemetry(tmp_path, gpus=1, price=3.0, say=said.append, interval_s=0.2)
     summary = run_sweep(cfg, tmp_path, hook=hook)
@@ -83,15 +88,7 @@ def test_a_profiled_point_runs_one_more_pass_left_out_of_its_statistics(
         def after(self, point):
             calls.append(("after", point.id))
 
-    cfg = SweepConfig(
-        base_url=instrument,
-        model="instrument",
-        tokenizer=str(tiny_dir),
-        dataset=DatasetConfig(isl="8", osl="4"),
-        values=[1, 2],
-        num_prompts=6,
-        repeats=2,
-    )
+    cfg = two_points(instrument, tiny_dir, num_prompts=6)
     telemetry = ServingTelemetry(tmp_path, gpus=1, price=3.0, say=lambda _: None, interval_s=0.2)
     summary = run_sweep(cfg, tmp_path, hook=Hooks(telemetry, Profiler()))
     assert calls == [("after", "c1"), ("start", "c2", 2), ("stop", "c2", False, 6), ("after", "c2")]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -142,6 +143,7 @@ async def _points(
         environment=env,
     )
     write_summary(summary, out_dir)
+    repeat = functools.partial(run_repeat, cfg, session, transport, url, tok)
     for p_idx, value in enumerate(cfg.values):
         if stop.is_set():
             break
@@ -155,19 +157,13 @@ async def _points(
             repeats=[],
         )
         summary.points.append(point)
-
-        async def repeat(rep: int, writer: RecordWriter, pid=pid, p_idx=p_idx, value=value):
-            return await run_repeat(
-                cfg, session, transport, url, tok, pid, p_idx, value, rep, writer, progress, stop
-            )
-
         await asyncio.to_thread(hook.before, point)
         per_repeat: list[list[Measured]] = []
         with RecordWriter(out_dir / point.records_file) as writer:
             for rep in range(cfg.repeats):
                 if stop.is_set():
                     break
-                result, recs = await repeat(rep, writer)
+                result, recs = await repeat(pid, p_idx, value, rep, writer, progress, stop)
                 per_repeat.append(recs)
                 point.repeats.append(result)
                 write_summary(summary, out_dir)
@@ -187,7 +183,7 @@ async def _points(
             await asyncio.to_thread(hook.before_profile, point)
             profiled = f"requests-{pid}.profiled.jsonl"
             with RecordWriter(out_dir / profiled) as writer:
-                result, _ = await repeat(cfg.repeats, writer)
+                result, _ = await repeat(pid, p_idx, value, cfg.repeats, writer, progress, stop)
             interrupted = result.status == "interrupted" or stop.is_set()
             await asyncio.to_thread(hook.after_profile, point, interrupted)
             point.notes.append(

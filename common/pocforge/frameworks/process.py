@@ -768,15 +768,14 @@ def set_aside(dest: Path, src: Path, since: float) -> int:
     if since > 0 and src.is_dir():
         with contextlib.suppress(OSError):
             stale = [p for p in src.iterdir() if p.is_file() and p.stat().st_mtime < since]
-    if not dest.exists() and not stale:
+    earlier = [p for p in dest.rglob("*") if p.is_file()] if dest.is_dir() else []
+    if not earlier and not stale:
         return 0
     aside = dest.with_name(f".{dest.name}.before-{int(time.time())}")
-    count = sum(1 for p in dest.rglob("*") if p.is_file()) if dest.exists() else 0
-    if dest.exists():
-        aside.parent.mkdir(parents=True, exist_ok=True)
+    if dest.is_dir():
         dest.rename(aside)
     move_profile(stale, aside)
-    return count + len(stale)
+    return len(earlier) + len(stale)
 
 
 NSYS_REPORT_SUFFIX = ".nsys-rep"

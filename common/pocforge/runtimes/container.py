@@ -19,8 +19,8 @@ The flags are the vendors' documented ones for their framework images:
 
 Weights, the run folder, the kit's wheels and the profiler's folder (a profiled serving
 stage's traces) are mounted at the same paths as on the node, so the framework's arguments
-need no translation and nothing it writes ends with the container. The kernels distribution, when the
-deployment uses kit kernels, and for training the kit itself (its driver), are installed
+need no translation and nothing it writes ends with the container. The kernels
+distribution, when the deployment uses kit kernels, and for training the kit itself (its driver), are installed
 from the mounted wheels before the framework starts (no registry needed on the node).
 """
 
@@ -85,7 +85,7 @@ def wrap(
     poc: str,
     mounts: list[str],
     kernels: bool,
-    written: list[str] = (),
+    written: list[str] | None = None,
 ) -> NodeLaunch:
     """``launch`` run in ``runtime``'s container; its environment goes in as ``--env``.
     ``written``: folders on the node the launch writes into (a profiler's): mounted, so
@@ -104,7 +104,7 @@ def wrap(
         argv += ["--volume", mount]
     if launch.files:  # generated files are written to the working directory on the node
         argv += ["--volume", f"{WORKDIR}:{WORKDIR}", "--workdir", WORKDIR]
-    written = list(dict.fromkeys(written))
+    written = written or []
     for folder in written:
         argv += ["--volume", f"{folder}:{folder}"]
     env = {**runtime.env, **launch.env}
