@@ -8,7 +8,7 @@ RUN   ?=
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help setup test test-unit test-fast rehearse rehearsal-image test-kernels faults lint fmt demo poc validate i18n spec-docs bench bench-plan planner-accuracy bench-client bench-kernels kernels-compile bench-report bench-telemetry report patch-check patch unpatch cluster-up cluster-check cluster-collectives cluster-serve cluster-train cluster-down clean
+.PHONY: help setup test test-unit test-fast rehearse rehearsal-image test-kernels faults lint fmt demo poc validate i18n spec-docs bench bench-plan planner-accuracy bench-client bench-kernels kernels-compile bench-report bench-telemetry bench-profiler report patch-check patch unpatch cluster-up cluster-check cluster-collectives cluster-serve cluster-train cluster-down clean
 
 # A target that works on one POC stops at once, in one line, without one.
 need_poc = $(if $(strip $(POC)),,$(error make $@ needs POC=<name>, one of: $(sort $(patsubst pocs/%/poc.yaml,%,$(wildcard pocs/*/poc.yaml)))))
@@ -68,7 +68,7 @@ rehearse: ## Run a cluster POC against namespaced nodes made on this machine (ro
 rehearsal-image: ## The local podman image a container rehearsal runs (built from this machine, nothing pulled)
 	$(BIN)/python -m pocforge.rehearse.image
 
-bench: bench-client bench-kernels bench-report bench-plan bench-telemetry ## Every benchmark (printed tables, ratios against peers in the same run)
+bench: bench-client bench-kernels bench-report bench-plan bench-telemetry bench-profiler ## Every benchmark (printed tables, ratios against peers in the same run)
 
 bench-client: ## Our load generator vs vLLM's client on a scripted server with known timings
 	$(BIN)/python -m benchmarks.client_bench
@@ -81,6 +81,9 @@ planner-accuracy: ## Replay the published points through the planner: docs/plann
 
 bench-telemetry: ## The telemetry sampler's cost: % of one core at 1 s (target <= 1 %), parse cost per tool, event-loop lag
 	$(BIN)/python -m benchmarks.telemetry_cost
+
+bench-profiler: ## vLLM's profiler on an idle data-parallel engine: worker memory and stop time, the kit's window vs max_iterations alone
+	$(BIN)/python -m benchmarks.profiler_idle
 
 bench-report: ## Dashboard of a 1,000,000-request run: render time and size (targets < 10 s, < 10 MiB)
 	$(BIN)/python -m benchmarks.report_large

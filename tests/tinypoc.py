@@ -42,8 +42,9 @@ def workspace(
                     "load": {"concurrency": concurrency},
                     "num_prompts": num_prompts,
                     "slos": [{"metric": "ttft_ms", "percentile": 90, "max_ms": 60000}],
-                    # vLLM's torch profiler around the second point (the resumed run's)
-                    "profile": {"points": [f"c{concurrency[-1]}"]},
+                    # vLLM's torch profiler around the second point (the resumed run's),
+                    # in a pass of two waves of its concurrency
+                    "profile": {"points": [f"c{concurrency[-1]}"], "requests": 2 * concurrency[-1]},
                 }
             ],
         },

@@ -19,7 +19,7 @@ from pocforge.telemetry.series import Series
 pytestmark = pytest.mark.process  # the scripted server is a process of its own
 
 
-def two_points(instrument: str, tiny_dir, num_prompts: int) -> SweepConfig:
+def two_points(instrument: str, tiny_dir, num_prompts: int, **more) -> SweepConfig:
     """c1 and c2 against the scripted server, two repeats each."""
     return SweepConfig(
         base_url=instrument,
@@ -29,6 +29,7 @@ def two_points(instrument: str, tiny_dir, num_prompts: int) -> SweepConfig:
         values=[1, 2],
         num_prompts=num_prompts,
         repeats=2,
+        **more,
     )
 
 
@@ -100,3 +101,23 @@ def test_a_profiled_point_runs_one_more_pass_left_out_of_its_statistics(
     assert not any(n.startswith("profiled") for n in c1.notes)
     series = Series.read(tmp_path / c2.telemetry_file)
     assert [w.repeat for w in series.windows] == [0, 1]
+
+
+def test_a_profiled_pass_of_so_many_requests_sends_only_those(instrument, tiny_dir, tmp_path):
+    """``profile.requests``: the pass sends that many requests at the point's load, with no
+    warm-up and no time limit, while the repeats keep the point's own duration."""
+    from pocforge.bench.records import read_records
+    from pocforge.bench.sweep import PointHook
+
+    class Profiler(PointHook):
+        def profiles(self, point):
+            return point.id == "c2"
+
+    cfg = two_points(
+        instrument, tiny_dir, num_prompts=6, duration_s=1, warmup=2, profile_requests=3
+    )
+    summary = run_sweep(cfg, tmp_path, hook=Profiler())
+    c2 = summary.points[1]
+    assert all(r.completed > 3 for r in c2.repeats)  # a second each (duration_s), not 3
+    assert len(read_records(tmp_path / "requests-c2.profiled.jsonl")) == 3
+    assert any(n.startswith("profiled in one more pass of 3 requests") for n in c2.notes)

@@ -94,7 +94,10 @@ def test_the_example_pocs_profile_with_their_vendors_tool():
         assert f"--volume '{WORKDIR}:{WORKDIR}'" in line  # the gate's folder is mounted
     vllm = load_spec(REPO / "pocs/llama-3.1-70b-fp8-h200-vllm-pd/poc.yaml")
     prefill = next(one for one in plan_nodes(vllm, ctx) if one.role == "prefill")
-    assert '--profiler-config \'{"profiler":"cuda","max_iterations":32}\'' in prefill.command()
+    assert (
+        '--profiler-config \'{"profiler":"cuda","delay_iterations":1,"max_iterations":32}\''
+        in prefill.command()
+    )
     nvidia = plan_nodes(load_spec(REPO / "pocs/llama-3.1-70b-fp8-h200-vllm-pd/poc.yaml"), ctx)
     roles = {one.role: "nsys profile" in one.command() for one in nvidia}
     assert roles == {"prefill": True, "decode": True, "router": False}

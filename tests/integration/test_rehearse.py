@@ -290,6 +290,46 @@ def test_every_node_recorded_its_telemetry_for_the_points_and_the_training(rehea
     assert {s.host for s in training.host} == {"h1", "h2"}
 
 
+def test_each_nodes_engine_profiled_the_point_into_the_run(rehearsal):
+    """The profiled point's pass ran under vLLM's torch profiler on both nodes' engines (the
+    headless rank's too, in its container): each node's trace came back into the run,
+    holds its engine's steps and the model's operations (attention, GEMM; data parallel,
+    so no Python stacks) and no idle wait, and is linked from the dashboard; the point says
+    its pass was left out of its statistics; every profiler stopped cleanly."""
+    import gzip
+
+    from pocforge.report import trace_ops
+    from pocforge.report.render import build
+
+    run = rehearsal["run"]
+    point = run.path / "serving" / "chat" / "profile-c2"
+    traces = {}
+    for host in ("h1", "h2"):
+        (trace,) = (point / host).glob("*.pt.trace.json.gz")
+        # 32 steps of the tiny model: an engine's wait recorded with stacks was 13-34 MB
+        assert trace.stat().st_size < 4 * 2**20, (host, trace.stat().st_size)
+        with gzip.open(trace) as handle:
+            events = json.load(handle)["traceEvents"]
+        steps = {e["name"] for e in events if e.get("cat") == "user_annotation"}
+        assert any(name.startswith("execute_context_") for name in steps), (host, steps)
+        summed = {r["Name"] for r in trace_ops.summarize(trace, 10_000).ops.rows}
+        assert {"vllm::unified_attention_with_output", "_C::onednn_mm"} <= summed, host
+        traces[host] = trace
+    summary = json.loads((run.path / "serving" / "chat" / "summary.json").read_text())
+    (measured,) = summary["points"]
+    assert any(n.startswith("profiled in one more pass of 8 requests") for n in measured["notes"])
+    profiled = run.path / "serving" / "chat" / "requests-c2.profiled.jsonl"
+    assert profiled.read_text().count("\n") == 8  # the POC's profile.requests
+    said = [line for line in rehearsal["lines"] if line.startswith("profile: c2")]
+    assert not [line for line in said if "did not stop cleanly" in line], said
+    for host in ("h1", "h2"):
+        assert any(line.startswith(f"profile: c2: {host}: ") for line in said), said
+    assert [s.id for s in build(run.path)["sections"]].count("profile-chat") == 1
+    page = (run.path / "dashboard.html").read_text().split('id="profile-chat"')[1]
+    for host, trace in traces.items():
+        assert f"profile-c2/{host}/{trace.name}" in page, host
+
+
 def test_teardown_leaves_no_process_on_any_node(rehearsal):
     made = rehearsal["made"]
     for host in made.hosts:

@@ -33,6 +33,9 @@ class SweepConfig(BaseModel):
     num_prompts: int | None = Field(100, ge=1)
     duration_s: float | None = Field(None, gt=0)
     repeats: int = Field(1, ge=1)
+    profile_requests: int | None = Field(
+        None, ge=1, description="Requests in a profiled point's pass; default a whole repeat."
+    )
     warmup: int = Field(0, ge=0)
     burstiness: float = Field(1.0, gt=0)
     max_concurrency: int | None = Field(None, ge=1)
@@ -65,6 +68,15 @@ class SweepConfig(BaseModel):
         if len(set(v)) != len(v):
             raise ValueError("points must be distinct (use --repeats to run one again)")
         return v
+
+    def profiled_pass(self) -> SweepConfig:
+        """The configuration of a profiled point's pass: ``profile_requests`` requests, none
+        of them a warm-up (the repeats warmed the server), or else a whole repeat."""
+        if self.profile_requests is None:
+            return self
+        return self.model_copy(
+            update={"num_prompts": self.profile_requests, "duration_s": None, "warmup": 0}
+        )
 
     def point_id(self, value: float) -> str:
         prefix = {"concurrency": "c", "rate": "r", "trace": "t"}[self.mode]

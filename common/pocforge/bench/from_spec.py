@@ -90,6 +90,7 @@ def sweep_config(spec: PocSpec, workload: Workload, base_url: str, tokenizer: st
         num_prompts=workload.num_prompts,
         duration_s=workload.duration_s,
         repeats=workload.repeats,
+        profile_requests=workload.profile.requests if workload.profile else None,
         warmup=workload.warmup,
         burstiness=load.burstiness if load.arrival == "gamma" else 1.0,
         max_concurrency=load.max_concurrency,

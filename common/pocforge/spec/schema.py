@@ -391,6 +391,11 @@ class Profile(_GpuTool):
         min_length=1,
         description="Point ids as the summaries name them: `c64` (concurrency 64), `r4` (4 requests/s).",
     )
+    requests: int | None = Field(
+        None,
+        ge=1,
+        description="Requests in each profiled pass, at the point's own load and with no warm-up (default: a whole repeat of the point, its `num_prompts` and `duration_s`). vLLM's profiler records each engine's first 32 steps of the pass and SGLang's the whole pass: a few waves of the point's concurrency are enough.",
+    )
 
 
 class Workload(Strict):
