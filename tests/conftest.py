@@ -81,7 +81,7 @@ def sglang_llama(tiny_llama, tmp_path_factory):
         "sglang",
         tmp_path_factory.mktemp("sglang"),
         tiny_llama,
-        timeout_s=400,
+        timeout_s=200,  # within the default per-test limit of its first user (240 s)
         engine_args=SGLANG_ENGINE_ARGS,
     )
 
@@ -92,12 +92,40 @@ def pytest_configure(config):
         "ends_shared_server(fixture): kills the session's server of that fixture; runs "
         "right after the last other test that uses it",
     )
+    config.addinivalue_line(
+        "markers",
+        "budget(seconds, why): this test (its fixtures' setup included) may run so long "
+        "before it fails, instead of pyproject's default; why says what takes the time",
+    )
+
+
+def _budget(item) -> None:
+    """A ``budget`` mark becomes pytest-timeout's limit for the test. The default limit is
+    a few minutes (pyproject.toml), so a hang fails fast; a test that needs longer says
+    how long and why, and a bare ``timeout`` mark, which says neither, is refused."""
+    if item.get_closest_marker("timeout"):
+        raise pytest.UsageError(
+            f"{item.nodeid}: use @pytest.mark.budget(seconds, why) (what takes the time), "
+            "not a bare timeout mark"
+        )
+    mark = item.get_closest_marker("budget")
+    if mark is None:
+        return
+    seconds, why = (list(mark.args) + [mark.kwargs.get("why", "")])[:2]
+    if not (isinstance(seconds, int | float) and seconds > 0 and isinstance(why, str) and why):
+        raise pytest.UsageError(
+            f"{item.nodeid}: budget needs seconds > 0 and why, e.g. "
+            '@pytest.mark.budget(600, "two vLLM starts")'
+        )
+    item.add_marker(pytest.mark.timeout(seconds))
 
 
 def pytest_collection_modifyitems(config, items):
     """A test that ends a shared server (a SIGKILL, to check crash handling) moves to just
     after the last other selected test using that server's fixture, so every user finds
     the server up and it stops as soon as no one needs it."""
+    for item in items:
+        _budget(item)
     for item in [i for i in items if i.get_closest_marker("ends_shared_server")]:
         (fixture,) = item.get_closest_marker("ends_shared_server").args
         users = [
@@ -108,3 +136,27 @@ def pytest_collection_modifyitems(config, items):
         if users and users[-1] > items.index(item):
             items.remove(item)
             items.insert(users[-1], item)  # the last user moved up by one: right after it
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """After ``--durations``: the time of each file (setup, call and teardown of its tests,
+    a module fixture's setup in its first test) and the sum, slowest first, so a change's
+    cost to the suite shows where it landed."""
+    per_file: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            duration = getattr(report, "duration", None)
+            nodeid = getattr(report, "nodeid", "")
+            if duration is None or not nodeid or getattr(report, "when", None) is None:
+                continue
+            path = nodeid.split("::", 1)[0]
+            per_file[path] = per_file.get(path, 0.0) + duration
+    if len(per_file) < 2:
+        return
+    ranked = sorted(per_file.items(), key=lambda kv: kv[1], reverse=True)
+    write = terminalreporter.write_line
+    terminalreporter.section("time per file (slowest 25; setup + call + teardown)")
+    for path, seconds in ranked[:25]:
+        write(f"{seconds:8.1f}s  {path}")
+    total = sum(per_file.values())
+    write(f"{total:8.1f}s  all {len(per_file)} files ({total / 60:.1f} min)")

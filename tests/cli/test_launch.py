@@ -97,7 +97,7 @@ def read_until(lines: queue.Queue, seen: list[str], pattern: re.Pattern, timeout
 
 
 @pytest.mark.integration
-@pytest.mark.timeout(900)
+@pytest.mark.budget(300, "vLLM started through the console script, then Ctrl-C")
 def test_launch_serves_until_ctrl_c_and_leaves_nothing_running(tmp_path):
     """Start, answer a completion, then Ctrl-C (twice: the second lands while it stops):
     the launcher exits promptly with 0, its own process group and the server's are empty,

@@ -32,7 +32,12 @@ from tests.tinypoc import workspace
 
 from .conftest import INSTANTS, SEED, FaultRow
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(3600)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.budget(
+        180 + 120 * INSTANTS, "a vLLM start and sweep, then a resume killed at each seeded instant"
+    ),
+]
 POCFORGE = str(Path(sys.executable).parent / "pocforge")
 ENGINE_ARGS = {"enforce-eager": True, "max-num-seqs": 8}  # no torch.compile: 30 s less a start
 # A request vLLM counted as finished this long before the kill has reached the client.

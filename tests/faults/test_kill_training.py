@@ -20,7 +20,10 @@ from tests.tinypoc import tiny_training
 
 from .conftest import FaultRow
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.budget(300, "DeepSpeed on 2 ranks, one killed, then resumed"),
+]
 POCFORGE = str(Path(sys.executable).parent / "pocforge")
 STEPS = 200  # long enough (about 8 s of steps here) for the kill to land mid-run
 

@@ -20,7 +20,10 @@ from benchmarks.scripted_server import running_instrument
 from ._bench import bench_cmd, lag, records_in, reset
 from .conftest import FaultRow
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.budget(300, "1,000 concurrent streams against the instrument, twice, RSS measured"),
+]
 
 STREAMS = 1000
 SMALL, LARGE = 2000, 8000  # requests per run

@@ -16,7 +16,10 @@ from pocforge.training.summary import TrainingSummary
 
 from ..conftest import REPO
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.budget(300, "DeepSpeed ZeRO stages on 2 gloo ranks"),
+]
 
 
 def training_spec(tmp_path, model, stage: int):

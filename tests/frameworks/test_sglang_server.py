@@ -23,7 +23,10 @@ from pocforge.frameworks.process import ServerCrashed
 
 from ..servers import base_url
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.budget(300, "the session's SGLang CPU server started"),
+]
 
 
 def post(url: str, body: dict) -> dict:

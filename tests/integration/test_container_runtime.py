@@ -31,7 +31,11 @@ from pocforge.tiny_model.make import make_tiny
 from ..conftest import REPO
 from ..servers import cpu_serving_spec
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.budget(300, "vLLM started inside a podman container"),
+]
 
 if shutil.which("podman") is None:
     pytest.skip("podman is not installed (make setup installs it)", allow_module_level=True)

@@ -29,7 +29,10 @@ from pocforge.spec import load_spec
 from ..conftest import REPO
 from ..servers import needs
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(1500)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.budget(300, "a prefill and a decode vLLM instance started, then swept"),
+]
 POC = "tiny-llama-fp32-cpu-vllm-pd"
 PROMPT_LEN = 100  # tokens: the connector moves whole blocks of 32 (engine_args block-size)
 

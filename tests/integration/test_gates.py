@@ -26,7 +26,13 @@ import yaml
 from pocforge.results.store import Run
 from pocforge.results.verdicts import judge_run
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.budget(
+        480,
+        "pocforge run with a candidate and a baseline vLLM started, lm-eval, parity; bisection serves each kernel alone",
+    ),
+]
 
 POCFORGE = str(Path(sys.executable).parent / "pocforge")
 CRITERIA = [

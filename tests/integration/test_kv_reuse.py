@@ -16,7 +16,10 @@ from pocforge.bench.sweep import run_sweep
 
 from ..servers import VLLM_ENGINE_ARGS, VLLM_ENV, VLLM_MAX_MODEL_LEN, base_url, shared_server
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.budget(300, "one vLLM start without prefix caching, multi-turn sweeps"),
+]
 
 # 4 users × 4 turns over a 400-token system prompt: the last turn is about 560 tokens.
 DATASET = DatasetConfig(

@@ -27,7 +27,14 @@ from pocforge.runner import NodeFailure, run_poc
 
 from ..conftest import REPO
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(1500)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.budget(
+        900,
+        "the 2-node rehearsal: bring-up, collectives, vLLM data parallel across the nodes, a node lost and the run resumed, DeepSpeed across them",
+    ),
+]
 
 _why = missing_prerequisites()
 if not _why and importlib.util.find_spec("vllm") is None:

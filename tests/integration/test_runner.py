@@ -15,7 +15,12 @@ import pytest
 
 from tests.tinypoc import workspace
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.budget(
+        360, "pocforge run end to end (vLLM start, sweep, DeepSpeed, dashboard), Ctrl-C and resume"
+    ),
+]
 POCFORGE = str(Path(sys.executable).parent / "pocforge")
 PROMPTS = 24  # per point: the Ctrl-C lands after 3, the resumed sweep is short
 

@@ -23,7 +23,10 @@ from pocforge.spec.schema import AcceptanceSpec
 from ..servers import SGLANG_ENGINE_ARGS
 from .plugin_fixtures import PROMPTS, Run, greedy, query_running, serve_and_query
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.budget(300, "two SGLang starts at once with the kit's kernels interpreted"),
+]
 
 KERNELS = ["rms_norm", "silu_and_mul", "rotary_embedding"]
 REPLACED = {

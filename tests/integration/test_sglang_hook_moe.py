@@ -24,7 +24,10 @@ from pocforge_kernels.integrations.sglang_hook import launch_env
 from ..servers import SGLANG_ENGINE_ARGS, SGLANG_PYTHON, needs
 from .plugin_fixtures import PROMPTS, PROOF_LINE, Run, greedy, serve_and_query
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.budget(300, "two SGLang starts at once on the tiny MoE"),
+]
 
 KERNELS = ["fused_moe"]
 BUILT = (

@@ -22,7 +22,12 @@ from pocforge_kernels.integrations.vllm_plugin import LAYERS
 from ..servers import VLLM_ENGINE_ARGS, VLLM_ENV, VLLM_MAX_MODEL_LEN
 from .plugin_fixtures import PROMPTS, Run, greedy, query_running, serve_and_query
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.budget(
+        300, "vLLM starts with the kit's kernels interpreted (the MoE pair at once)"
+    ),
+]
 
 KERNELS = ["rms_norm", "silu_and_mul", "rotary_embedding"]
 # Those of the session's plain server: a plugin server differs from it in its kernels only.

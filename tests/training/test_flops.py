@@ -18,7 +18,10 @@ from pocforge.training.run import run_training
 
 from ..conftest import REPO
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.budget(300, "DeepSpeed ZeRO-2 and ZeRO-3 on 2 gloo ranks"),
+]
 
 SEQ_LEN = 32
 

@@ -21,7 +21,13 @@ from pocforge.training.summary import TrainingSummary
 
 from ..conftest import REPO
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.budget(
+        300,
+        "Megatron-Core on gloo: up to 2 processes per layout, each importing torch and Megatron",
+    ),
+]
 
 LAYOUTS = {"tp1": (1, 1, 1), "tp2": (2, 2, 1), "pp2": (2, 1, 2)}  # (world, tp, pp)
 PROFILED = [2, 3]  # steps from 0: Megatron's iterations 3 and 4
