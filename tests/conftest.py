@@ -71,6 +71,51 @@ def tiny_moe(tmp_path_factory) -> Path:
     return make_tiny(tmp_path_factory.mktemp("models") / "tiny-qwen-moe", arch="qwen-moe", seed=0)
 
 
+# DeepSpeed's ZeRO stages the suite trains, once each per session (2 gloo ranks, the demo's
+# layout): every training assertion reads these runs.
+ZERO_STAGES = (2, 3)
+ZERO_STEPS = 8
+
+
+@pytest.fixture(scope="session")
+def zero_runs(tiny_llama, tmp_path_factory) -> dict:
+    """Real DeepSpeed on the tiny Llama at ZeRO-2 and ZeRO-3, 2 gloo ranks, started as
+    ``pocforge run`` starts it: {stage: (TrainingSummary, its output folder)}."""
+    import yaml
+
+    from pocforge.frameworks import LaunchContext
+    from pocforge.frameworks.process import free_port
+    from pocforge.spec import load_spec
+    from pocforge.training.run import run_training
+
+    runs = {}
+    for stage in ZERO_STAGES:
+        spec = {
+            "poc": {"name": f"zero{stage}", "customer": "pocforge tests", "owner": "tests"},
+            "model": {"id": str(tiny_llama), "dtype": "float32"},
+            "cluster": {"gpu": "cpu", "gpus_per_node": 1},
+            "training": {
+                "framework": "deepspeed",
+                "zero_stage": stage,
+                "dtype": "float32",
+                "world_size": 2,
+                "micro_batch": 2,
+                "seq_len": 32,
+                "steps": ZERO_STEPS,
+                "warmup_steps": 2,
+                "lr": 3e-3,
+            },
+        }
+        folder = tmp_path_factory.mktemp("zero") / f"zero{stage}"  # the POC's name
+        folder.mkdir()
+        (folder / "poc.yaml").write_text(yaml.safe_dump(spec))
+        ctx = LaunchContext.local(REPO, port=free_port())
+        # both runs within the budget of the first test that asks (300 s): about 9 s each here
+        summary = run_training(load_spec(folder / "poc.yaml"), folder / "out", ctx, timeout_s=120)
+        runs[stage] = (summary, folder / "out")
+    return runs
+
+
 @pytest.fixture(scope="session")
 def sglang_llama(tiny_llama, tmp_path_factory):
     """One plain SGLang CPU server on the tiny Llama for the session (``tests/servers.py``):
