@@ -1,5 +1,5 @@
 # pocforge — the verbs a newcomer guesses. `make help` lists them.
-# Overrides: POC=<name> RUN=<run-id> PYTEST_ARGS="-k spec"
+# Overrides: POC=<name> RUN=<run-id> PYTEST_ARGS="-k spec" WORKERS=1 (make test in one process)
 SHELL := /bin/bash
 VENV  ?= .venv
 BIN   := $(VENV)/bin
@@ -19,8 +19,13 @@ help: ## List every target with one line each
 setup: ## Install everything on a fresh machine (.venv, .venv-sglang, Debian packages as root); idempotent
 	@scripts/setup.sh
 
-test: ## The whole test suite: unit, kernels (Triton interpreter), real vLLM/SGLang/DeepSpeed/Ansible/Chromium; prints its 40 slowest
-	$(BIN)/pytest --durations=40 $(PYTEST_ARGS)
+# Two pytest-xdist workers, one per core: every file in one worker, and the files that read a
+# shared server or the namespaced cluster in the worker that holds it (tests/conftest.py).
+WORKERS ?= 2
+XDIST = -n $(WORKERS) --dist loadgroup --no-loadscope-reorder
+
+test: ## The whole test suite: unit, kernels (Triton interpreter), real vLLM/SGLang/DeepSpeed/Ansible/Chromium; prints its 40 slowest and the time per file
+	$(BIN)/pytest $(XDIST) --durations=40 $(PYTEST_ARGS)
 
 test-unit: ## Unit tests only: no subprocess, no network, under a minute (a guard fails any that try)
 	POCFORGE_UNIT_GUARD=1 $(BIN)/pytest -m "not integration and not process and not kernels" $(PYTEST_ARGS)

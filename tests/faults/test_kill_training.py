@@ -28,13 +28,16 @@ POCFORGE = str(Path(sys.executable).parent / "pocforge")
 STEPS = 200  # long enough (about 8 s of steps here) for the kill to land mid-run
 
 
-def rank_pids(local_rank: int) -> list[int]:
-    """Our training driver's ranks with this LOCAL_RANK (read from /proc)."""
+def rank_pids(local_rank: int, workspace: Path) -> list[int]:
+    """This test's training driver ranks with this LOCAL_RANK (read from /proc): those
+    working in ``workspace``, not another test's training running beside it."""
     found = []
     for environ in Path("/proc").glob("[0-9]*/environ"):
         try:
             cmdline = (environ.parent / "cmdline").read_bytes()
             if b"pocforge.training.driver" not in cmdline:
+                continue
+            if not Path(os.readlink(environ.parent / "cwd")).is_relative_to(workspace):
                 continue
             env = environ.read_bytes().split(b"\0")
         except OSError:
@@ -73,7 +76,7 @@ def test_sigkill_of_one_training_rank(tmp_path, fault_table):
                 break
             time.sleep(0.1)
         assert steps is not None, log.read_text()[-3000:]
-        (victim,) = rank_pids(1)
+        (victim,) = rank_pids(1, tmp_path)
         os.kill(victim, signal.SIGKILL)
         code = proc.wait(timeout=300)
     finally:
@@ -96,7 +99,9 @@ def test_sigkill_of_one_training_rank(tmp_path, fault_table):
         [POCFORGE, "results", "verify", str(run)], capture_output=True, text=True, timeout=120
     )
     assert checked.returncode == 0, checked.stdout
-    assert not rank_pids(0) and not rank_pids(1)  # the launcher took the other rank down
+    assert not rank_pids(0, tmp_path) and not rank_pids(
+        1, tmp_path
+    )  # the launcher took the other rank down
     resumed = subprocess.run(
         [POCFORGE, "run", "rankdies", "--resume", run.name],
         cwd=tmp_path,

@@ -25,7 +25,8 @@ from pocforge.results.store import RunStore
 
 from .fakes import fake_amd_smi
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# the namespaced subnet (one cluster at a time) and podman's storage: one worker
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.shares("cluster")]
 
 _why = missing_prerequisites() or (None if shutil.which("mpirun") else "mpirun not installed")
 if _why:

@@ -13,7 +13,8 @@ from pocforge.rehearse.nodes import missing_prerequisites, running_cluster
 
 from .fakes import fake_amd_smi
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]
+# the namespaced subnet (one cluster at a time) and podman's storage: one worker
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.shares("cluster")]
 
 _why = missing_prerequisites()
 if _why:

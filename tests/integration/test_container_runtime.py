@@ -34,6 +34,7 @@ from ..servers import cpu_serving_spec
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.slow,
+    pytest.mark.shares("cluster"),  # the namespaced subnet and podman's containers: one worker
     pytest.mark.budget(300, "vLLM started inside a podman container"),
 ]
 
