@@ -11,6 +11,9 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import pytest
 
+from . import workers
+from .workers import pytest_xdist_make_scheduler  # noqa: F401 (a hook: pytest finds it here)
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -132,6 +135,7 @@ def sglang_llama(tiny_llama, tmp_path_factory):
 
 
 def pytest_configure(config):
+    workers.configure(config)
     config.addinivalue_line(
         "markers",
         "ends_shared_server(fixture): kills the session's server of that fixture; runs "
@@ -171,58 +175,14 @@ def _budget(item) -> None:
     item.add_marker(pytest.mark.timeout(seconds))
 
 
-# The session's expensive real things: each is started once per suite, in the pytest-xdist
-# worker whose tests read it (make test runs two workers, one per core).
-SHARED_FIXTURES = ("vllm_server", "sglang_llama", "zero_runs")
-
-
-def _worker_groups(config, items) -> None:
-    """Under ``--dist loadgroup``, every test of a file runs in one worker (a module
-    fixture is set up once), and files that read the same shared fixture, or share a
-    resource of this machine (``@pytest.mark.shares``: the namespaced subnet, podman's
-    containers), run in the same worker, one after the other. The groups that hold the
-    integration tests go first, the longest chain (the cluster's) at the head, so the short
-    files fill the other worker around them."""
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    parent: dict[str, str] = {}
-
-    def find(key: str) -> str:
-        while parent.setdefault(key, key) != key:
-            key = parent[key]
-        return key
-
-    def join(a: str, b: str) -> None:
-        parent[find(a)] = find(b)
-
-    for item in items:
-        path = item.nodeid.split("::", 1)[0]
-        find(path)
-        for name in SHARED_FIXTURES:
-            if name in getattr(item, "fixturenames", ()):
-                join(path, f"fixture:{name}")
-        for mark in item.iter_markers("shares"):
-            join(path, f"resource:{mark.args[0]}")
-    rank: dict[str, int] = {}  # 0: a shared resource's chain, 1: integration, 2: the rest
-    for item in items:
-        group = find(item.nodeid.split("::", 1)[0])
-        item.add_marker(pytest.mark.xdist_group(group))
-        weight = 0 if item.get_closest_marker("shares") else 2
-        if weight and item.get_closest_marker("integration"):
-            weight = 1
-        rank[group] = min(rank.get(group, 2), weight)
-    items.sort(key=lambda item: rank[find(item.nodeid.split("::", 1)[0])])  # stable
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's hook reads the groups
 def pytest_collection_modifyitems(config, items):
-    """Limits from ``budget`` marks; the workers' groups; and a test that ends a shared
-    server (a SIGKILL, to check crash handling) moves to just after the last other selected
-    test using that server's fixture, so every user finds the server up and it stops as
-    soon as no one needs it."""
+    """Limits from ``budget`` marks; which worker runs which file (``tests/workers.py``);
+    and a test that ends a shared server (a SIGKILL, to check crash handling) moves to just
+    after the last other selected test using that server's fixture, so every user finds
+    the server up and it stops as soon as no one needs it."""
     for item in items:
         _budget(item)
-    _worker_groups(config, items)
+    workers.assign(config, items)
     for item in [i for i in items if i.get_closest_marker("ends_shared_server")]:
         (fixture,) = item.get_closest_marker("ends_shared_server").args
         users = [
