@@ -20,7 +20,7 @@ setup: ## Install everything on a fresh machine (.venv, .venv-sglang, Debian pac
 	@scripts/setup.sh
 
 # Two pytest-xdist workers, one per core: every file in one worker, and the files that read a
-# shared server or the namespaced cluster in the worker that holds it (tests/conftest.py).
+# shared server or the namespaced cluster in the worker that holds it (tests/workers.py).
 WORKERS ?= 2
 XDIST = -n $(WORKERS) --dist loadgroup --no-loadscope-reorder
 
@@ -31,7 +31,7 @@ test-unit: ## Unit tests only: no subprocess, no network, under a minute (a guar
 	POCFORGE_UNIT_GUARD=1 $(BIN)/pytest -m "not integration and not process and not kernels" $(PYTEST_ARGS)
 
 test-fast: ## Everything but the integration tests (adds quick subprocess/socket tests and the compile check)
-	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)
+	$(BIN)/pytest $(XDIST) -m "not integration" $(PYTEST_ARGS)
 
 faults: ## The fault suite: SIGKILLs at 20 seeded instants, a dead rank, a full disk, a taken port, a faulty server; prints its table
 	POCFORGE_FAULT_INSTANTS=$${INSTANTS:-20} $(BIN)/pytest tests/faults $(PYTEST_ARGS)

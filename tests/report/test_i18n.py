@@ -63,8 +63,8 @@ def test_chinese_dashboard_has_no_english_left(demo_run: Run) -> None:
     assert '<html lang="zh-CN">' in page
     for text in ("执行摘要", "验收标准", "总体结论", "来源与环境", "注意事项", "推理服务 — chat"):
         assert text in page
-    # the demo run holds serving only: five of its seven criteria (training, kernels, accuracy,
-    # parity) cannot be decided
+    # the demo run holds serving only: four of its six criteria (training, kernels, parity)
+    # cannot be decided
     assert re.search(
         r'<div class="verdict verdict-inconclusive" id="overall-verdict">\s*'
         r'<span class="label">总体结论</span>\s*<span class="value">无法判定</span>',
@@ -72,7 +72,7 @@ def test_chinese_dashboard_has_no_english_left(demo_run: Run) -> None:
     )
     assert '<span class="badge badge-pass">通过</span>' in page  # CSS classes stay English
     assert '<span class="badge badge-inconclusive">无法判定</span>' in page
-    assert "无法判定：7 项标准中 2 项通过、没有未通过项，5 项依据现有数据无法判定。" in page
+    assert "无法判定：6 项标准中 2 项通过、没有未通过项，4 项依据现有数据无法判定。" in page
     assert "本次运行使用的是 CPU 而非 GPU" in page  # a caveat built by render.py
     assert "serving.chat.ttft_ms.p90" in page and "all_reduce" in page
     for english in (
