@@ -1,8 +1,11 @@
-"""Check many specs' launches with each framework's own parser, one subprocess per framework."""
+"""Check many specs' launches with each framework's own parser, one subprocess per framework,
+the frameworks side by side (each parser spends seconds importing its framework on one core:
+`pocforge validate` of every example POC took 14.5 s here instead of 22.5)."""
 
 from __future__ import annotations
 
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 
 from pocforge.frameworks import ADAPTERS, LaunchContext, plan_all
 from pocforge.frameworks.argcheck.run import ArgcheckUnavailable
@@ -21,11 +24,18 @@ def framework_problems(
             by_framework[launch.framework].append(launch)
     problems: dict[str, list[str]] = defaultdict(list)
     notes = []
-    for framework, launches in by_framework.items():
+
+    def check(framework: str):
         try:
-            found = ADAPTERS[framework].check(launches, ctx)
+            return ADAPTERS[framework].check(by_framework[framework], ctx)
         except ArgcheckUnavailable as exc:
-            notes.append(f"{framework} arguments not checked: {exc}")
+            return exc
+
+    with ThreadPoolExecutor(max_workers=max(1, len(by_framework))) as pool:
+        answers = dict(zip(by_framework, pool.map(check, by_framework), strict=True))
+    for framework, found in answers.items():  # in the specs' order, as before
+        if isinstance(found, ArgcheckUnavailable):
+            notes.append(f"{framework} arguments not checked: {found}")
             continue
         for launch, message in found:
             problems[owner[id(launch)].name].append(
