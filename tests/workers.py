@@ -1,10 +1,10 @@
 """Which pytest-xdist worker runs which test (``make test`` runs two, one per core).
 
-Every test of a file runs in one worker, so a module fixture is set up once; files that read
-the same session fixture of the suite's expensive real things (:data:`SHARED_FIXTURES`), or
-that share a resource of this machine (``@pytest.mark.shares``: the namespaced subnet,
-podman's containers), run in one worker, one after the other, so each such thing is started
-once per suite. The groups that hold the integration tests go first, the shared resources'
+The tests of a file that use a module fixture run in one worker, so it is set up once (the
+file's other tests go wherever a worker is free); tests that read the same session fixture
+of the suite's expensive real things (:data:`SHARED_FIXTURES`), or that share a resource of
+this machine (``@pytest.mark.shares``: the namespaced subnet, podman's containers), run in
+one worker, one after the other, so each such thing is started once per suite. The groups that hold the integration tests go first, the shared resources'
 chain at the head, so the short files fill the other worker around them.
 
 Why not pytest-xdist's own ``--dist loadgroup``: it tags a test by rewriting
@@ -27,8 +27,13 @@ SHARED_FIXTURES = ("vllm_server", "sglang_llama", "zero_runs")
 GROUPS_ENV = "POCFORGE_TEST_GROUPS"
 
 
-def _file(item) -> str:
-    return item.nodeid.split("::", 1)[0]
+def _unit(item) -> str:
+    """The item's own scope: its file when it uses a fixture set up once per module (or
+    class, or package), else the test alone."""
+    defs = item._fixtureinfo.name2fixturedefs.values()
+    if any(d[-1].scope in ("module", "class", "package") for d in defs if d):
+        return item.nodeid.split("::", 1)[0]
+    return item.nodeid
 
 
 def configure(config) -> None:
@@ -40,7 +45,7 @@ def configure(config) -> None:
 
 
 def assign(config, items) -> None:
-    """In a worker: group the files (union of the files that share a fixture or a
+    """In a worker: group the tests (the union of their units that share a fixture or a
     resource), put the heavy groups first, and write ``{nodeid: group}`` for the
     controller's scheduler."""
     out = os.environ.get(GROUPS_ENV)
@@ -54,7 +59,7 @@ def assign(config, items) -> None:
         return key
 
     for item in items:
-        here = find(_file(item))
+        here = find(_unit(item))
         shared = [f"fixture:{n}" for n in SHARED_FIXTURES if n in item.fixturenames]
         shared += [f"resource:{mark.args[0]}" for mark in item.iter_markers("shares")]
         for name in shared:
@@ -65,10 +70,10 @@ def assign(config, items) -> None:
         weight = 0 if item.get_closest_marker("shares") else 2
         if weight and item.get_closest_marker("integration"):
             weight = 1
-        group = find(_file(item))
+        group = find(_unit(item))
         rank[group] = min(rank.get(group, 2), weight)
-    items.sort(key=lambda item: rank[find(_file(item))])  # stable: files keep their order
-    groups = {item.nodeid: find(_file(item)) for item in items}
+    items.sort(key=lambda item: rank[find(_unit(item))])  # stable: files keep their order
+    groups = {item.nodeid: find(_unit(item)) for item in items}
     mine = Path(f"{out}.{config.workerinput['workerid']}")
     mine.write_text(json.dumps(groups))
     mine.replace(out)  # both workers write the same groups: whichever lands last is read
