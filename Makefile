@@ -19,8 +19,9 @@ help: ## List every target with one line each
 setup: ## Install everything on a fresh machine (.venv, .venv-sglang, Debian packages as root); idempotent
 	@scripts/setup.sh
 
-# Two pytest-xdist workers, one per core: every file in one worker, and the files that read a
-# shared server or the namespaced cluster in the worker that holds it (tests/workers.py).
+# Two pytest-xdist workers, one per core: the tests that share a module fixture in one worker,
+# and those that read a shared server or the namespaced cluster in the worker that holds it
+# (tests/workers.py).
 WORKERS ?= 2
 XDIST = -n $(WORKERS) --dist loadgroup --no-loadscope-reorder
 

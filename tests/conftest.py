@@ -129,7 +129,6 @@ def sglang_llama(tiny_llama, tmp_path_factory):
         "sglang",
         tmp_path_factory.mktemp("sglang"),
         tiny_llama,
-        timeout_s=200,  # within the default per-test limit of its first user (240 s)
         engine_args=SGLANG_ENGINE_ARGS,
     )
 
@@ -145,7 +144,7 @@ def pytest_configure(config):
         "markers",
         "shares(resource): the file's tests use a resource of this machine that one test at "
         "a time may (the namespaced subnet, podman's containers): one pytest-xdist worker "
-        "runs every file that shares it",
+        "runs every test that shares it",
     )
     config.addinivalue_line(
         "markers",
@@ -166,7 +165,7 @@ def _budget(item) -> None:
     mark = item.get_closest_marker("budget")
     if mark is None:
         return
-    seconds, why = (list(mark.args) + [mark.kwargs.get("why", "")])[:2]
+    seconds, why = (*mark.args, mark.kwargs.get("why", ""))[:2]
     if not (isinstance(seconds, int | float) and seconds > 0 and isinstance(why, str) and why):
         raise pytest.UsageError(
             f"{item.nodeid}: budget needs seconds > 0 and why, e.g. "
@@ -175,8 +174,12 @@ def _budget(item) -> None:
     item.add_marker(pytest.mark.timeout(seconds))
 
 
+def pytest_unconfigure(config):
+    workers.unconfigure(config)
+
+
 def pytest_collection_modifyitems(config, items):
-    """Limits from ``budget`` marks; which worker runs which file (``tests/workers.py``);
+    """Limits from ``budget`` marks; which worker runs which test (``tests/workers.py``);
     and a test that ends a shared server (a SIGKILL, to check crash handling) moves to just
     after the last other selected test using that server's fixture, so every user finds
     the server up and it stops as soon as no one needs it."""

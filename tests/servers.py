@@ -36,6 +36,11 @@ VLLM_ENV = {"OMP_NUM_THREADS": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
 # Left to itself the CPU engine sizes its KV pool from free RAM (the adapter caps it at
 # 16384 tokens); 4 requests of at most 512 tokens need 2048.
 SGLANG_ENGINE_ARGS = {"max-running-requests": 4, "max-total-tokens": 4096}
+# How long a test server may take to become healthy: about 30 s on an idle machine (vLLM
+# with a kit kernel, measured here), 40-60 s beside the other worker's tests; within the
+# default per-test limit (pyproject: 240 s) of the test that starts it, so a start that
+# hangs is named by its own wait, with the server's log tail, not by pytest-timeout.
+START_TIMEOUT_S = 200
 
 
 def needs(framework: str) -> None:
@@ -110,7 +115,9 @@ def base_url(process: ManagedProcess) -> str:
     return process.launch.health_url.rsplit("/", 1)[0]
 
 
-def shared_server(framework: str, folder: Path, model: Path, timeout_s: float, **kwargs):
+def shared_server(
+    framework: str, folder: Path, model: Path, timeout_s: float = START_TIMEOUT_S, **kwargs
+):
     """Generator body of a session fixture: yield ``framework`` serving ``model``, healthy;
     stop its process group at session end (a no-op once a test has ended it)."""
     needs(framework)

@@ -4,8 +4,9 @@ The tests of a file that use a module fixture run in one worker, so it is set up
 file's other tests go wherever a worker is free); tests that read the same session fixture
 of the suite's expensive real things (:data:`SHARED_FIXTURES`), or that share a resource of
 this machine (``@pytest.mark.shares``: the namespaced subnet, podman's containers), run in
-one worker, one after the other, so each such thing is started once per suite. The groups that hold the integration tests go first, the shared resources'
-chain at the head, so the short files fill the other worker around them.
+one worker, one after the other, so each such thing is started once per suite. The groups
+that hold the integration tests go first, the shared resources' chain at the head, so the
+short tests fill the other worker around them.
 
 Why not pytest-xdist's own ``--dist loadgroup``: it tags a test by rewriting
 ``item._nodeid``, which pytest 9.2 no longer reads (a node's id is built from ``_id``), so
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -44,6 +46,21 @@ def configure(config) -> None:
     os.environ[GROUPS_ENV] = str(folder / "groups.json")
 
 
+def unconfigure(config) -> None:
+    """On the controller: the groups' folder goes with the run."""
+    out = os.environ.get(GROUPS_ENV)
+    if out and not hasattr(config, "workerinput"):
+        shutil.rmtree(Path(out).parent, ignore_errors=True)
+        del os.environ[GROUPS_ENV]
+
+
+def _weight(item) -> int:
+    """0: a shared resource's chain, 1: integration, 2: the rest (the order groups start in)."""
+    if item.get_closest_marker("shares"):
+        return 0
+    return 1 if item.get_closest_marker("integration") else 2
+
+
 def assign(config, items) -> None:
     """In a worker: group the tests (the union of their units that share a fixture or a
     resource), put the heavy groups first, and write ``{nodeid: group}`` for the
@@ -58,22 +75,18 @@ def assign(config, items) -> None:
             key = parent[key]
         return key
 
+    units = {item.nodeid: _unit(item) for item in items}
     for item in items:
-        here = find(_unit(item))
         shared = [f"fixture:{n}" for n in SHARED_FIXTURES if n in item.fixturenames]
         shared += [f"resource:{mark.args[0]}" for mark in item.iter_markers("shares")]
         for name in shared:
-            parent[here] = find(name)
-            here = find(name)
-    rank: dict[str, int] = {}  # 0: a shared resource's chain, 1: integration, 2: the rest
+            parent[find(units[item.nodeid])] = find(name)
+    groups = {nodeid: find(unit) for nodeid, unit in units.items()}
+    rank: dict[str, int] = {}
     for item in items:
-        weight = 0 if item.get_closest_marker("shares") else 2
-        if weight and item.get_closest_marker("integration"):
-            weight = 1
-        group = find(_unit(item))
-        rank[group] = min(rank.get(group, 2), weight)
-    items.sort(key=lambda item: rank[find(_unit(item))])  # stable: files keep their order
-    groups = {item.nodeid: find(_unit(item)) for item in items}
+        group = groups[item.nodeid]
+        rank[group] = min(rank.get(group, 2), _weight(item))
+    items.sort(key=lambda item: rank[groups[item.nodeid]])  # stable: files keep their order
     mine = Path(f"{out}.{config.workerinput['workerid']}")
     mine.write_text(json.dumps(groups))
     mine.replace(out)  # both workers write the same groups: whichever lands last is read

