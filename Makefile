@@ -31,7 +31,7 @@ test: ## The whole test suite: unit, kernels (Triton interpreter), real vLLM/SGL
 test-unit: ## Unit tests only: no subprocess, no network, under a minute (a guard fails any that try)
 	POCFORGE_UNIT_GUARD=1 $(BIN)/pytest -m "not integration and not process and not kernels" $(PYTEST_ARGS)
 
-test-fast: ## Everything but the integration tests (adds quick subprocess/socket tests and the compile check)
+test-fast: ## Everything but the integration tests (adds quick subprocess/socket tests and a one-op compile check): under 3 minutes
 	$(BIN)/pytest $(XDIST) -m "not integration" $(PYTEST_ARGS)
 
 faults: ## The fault suite: SIGKILLs at 20 seeded instants, a dead rank, a full disk, a taken port, a faulty server; prints its table

@@ -120,6 +120,11 @@ def test_vllm_multi_node_layouts(tmp_path, good_spec_file):
     assert [launch.role for launch in native] == ["server", "headless"]
     assert native[1].argv[native[1].argv.index("--data-parallel-start-rank") + 1] == "1"
     assert "--headless" in native[1].argv and native[1].health_url is None
+    # the API servers' own options only where they run (vLLM refuses them with --headless)
+    spec = load_spec(good_spec_file(tp=8, dp=2, engine_args={"api-server-count": 1}))
+    head, headless = (launch.argv for launch in plan_all(spec, LaunchContext(repo=REPO)))
+    assert head[head.index("--api-server-count") + 1] == "1"
+    assert "--api-server-count" not in headless and "--tensor-parallel-size" in headless
 
 
 def test_gpu_pocs_run_in_the_vendors_container_with_its_device_flags():

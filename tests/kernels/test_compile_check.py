@@ -15,6 +15,10 @@ import pytest
 
 ARCHS = {"gfx942", "gfx950", "sm90", "sm100"}
 POCFORGE = str(Path(sys.executable).parent / "pocforge")
+# The whole check (every op for every target, 70 s here) and the broken configs' (two ops
+# on two targets, 45 s) are integration tests: `make test` and `make test-kernels` run
+# them, `make test-fast` keeps the quick compile below (one op on one target).
+WHOLE = pytest.mark.integration
 
 
 def _compiler_env(tmp_path, **extra) -> dict:
@@ -42,6 +46,7 @@ def full_check(tmp_path_factory):
     return _compile_check(tmp_path_factory.mktemp("compile-check"))
 
 
+@WHOLE
 def test_every_kernel_compiles_and_fits_on_every_target(full_check):
     proc, result = full_check
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -67,6 +72,7 @@ def test_every_kernel_compiles_and_fits_on_every_target(full_check):
     assert "all compiled and fit" in proc.stdout
 
 
+@WHOLE
 def test_every_shipped_bucket_is_compiled(full_check):
     """Not only the bucket the benchmark shape selects: each config entry of each arch file."""
     from pocforge_kernels import config
@@ -83,6 +89,7 @@ def test_every_shipped_bucket_is_compiled(full_check):
         assert f"sm100 fused_moe/configs/default.json[{bucket}]" in checked
 
 
+@WHOLE
 def test_tensor_core_kernels_compile_for_gfx950(full_check):
     """Regression: naming input_precision="tf32" for bf16 tl.dot broke every attention and
     MoE kernel on gfx950 (MI355X), which accepts only ieee/bf16x3/bf16x6."""
@@ -102,6 +109,7 @@ def _write_config(folder, op, arch, size_key, configs):
     (folder / op / f"{arch}.json").write_text(json.dumps(table))
 
 
+@WHOLE
 def test_oversized_and_broken_configs_fail_with_the_config_named(tmp_path):
     """Tiles too big for MI300X's 64 KiB of LDS, and a block size Triton cannot compile."""
     overrides = tmp_path / "configs"

@@ -26,6 +26,9 @@ from pocforge_kernels.integrations.vllm_plugin import custom_ops
 
 RAY_PORT = 6379
 DP_RPC_PORT = 13345
+# The POC's engine arguments that configure the API servers, which a headless rank does not
+# start: vLLM refuses them there ("--api-server-count=1 cannot be used with --headless").
+API_SERVER_ONLY = ("--api-server-count",)
 PROFILE_STEPS = 32  # engine steps a profiled point records
 # Each engine's profiler records from its own first step of the profiled pass
 # (delay_iterations counts only steps that run requests) for its first PROFILE_STEPS: a
@@ -130,10 +133,11 @@ class VllmAdapter:
             return {**env, "VLLM_CPU_OMP_THREADS_BIND": str(rank)} if cpu else env
 
         launches = [self._server(spec, 0, hosts[0], server, [*args, *common], rank_env(0), port)]
+        engine_only = _without(args, API_SERVER_ONLY)
         for rank, host in enumerate(hosts[1:], start=1):
             extra = [*common, "--data-parallel-start-rank", str(rank * local), "--headless"]
             launch = self._server(
-                spec, rank, host, server, [*args, *extra], rank_env(rank), port, role="headless"
+                spec, rank, host, server, [*engine_only, *extra], rank_env(rank), port, "headless"
             )
             launch.health_url = None  # headless engines serve no HTTP
             launches.append(launch)
@@ -222,3 +226,15 @@ class VllmAdapter:
             for launch, verdict in zip(servers, verdicts, strict=True)
             if verdict
         ]
+
+
+def _without(argv: list[str], flags: tuple[str, ...]) -> list[str]:
+    """``argv`` (as :func:`flag_args` writes it: a flag, then its values) less ``flags``."""
+    kept: list[str] = []
+    dropping = False
+    for arg in argv:
+        if arg.startswith("--"):
+            dropping = arg in flags
+        if not dropping:
+            kept.append(arg)
+    return kept
