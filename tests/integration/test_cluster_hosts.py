@@ -113,22 +113,6 @@ def test_a_host_short_of_gpus_or_without_any_fails_alone_and_none_is_skipped_unl
     assert relaxed.hosts["h3"].status == "ok", relaxed.hosts["h3"].error
 
 
-def test_second_bringup_changes_nothing(cluster, inventory, tmp_path):
-    """bringup is idempotent: the venv and the staged weights are made once."""
-    shared = tmp_path / "shared-weights"
-    shared.mkdir()
-    (shared / "config.json").write_text('{"layers": 2}')
-    (shared / "weights.bin").write_bytes(b"\0" * 4096)
-    extra = {"model_staging_source": str(shared), "model_staging_dest": "/opt/models/tiny"}
-    first = run_playbook("bringup.yml", inventory, tmp_path, extravars=extra)
-    assert first.rc == 0 and all(h.changed > 0 for h in first.hosts.values())
-    second = run_playbook("bringup.yml", inventory, tmp_path, extravars=extra)
-    assert second.rc == 0
-    assert {n: h.changed_tasks for n, h in second.hosts.items()} == {"h1": [], "h2": [], "h3": []}
-    for host in cluster.hosts:  # each host's private /opt received its own copy
-        assert (host.opt / "models" / "tiny" / "weights.bin").stat().st_size == 4096
-
-
 def test_bringup_loads_a_missing_image_from_its_archive_once(cluster, inventory, tmp_path):
     """An air-gapped node's image: absent, bring-up copies the archive from the controller
     and loads it (``podman load``), records its id; a second bring-up finds it and changes nothing, and
