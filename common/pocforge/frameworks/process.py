@@ -627,6 +627,15 @@ def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # SIGTERM stops the launches like Ctrl-C does
 
 
+def stop_on_interrupts() -> None:
+    """Ctrl-C and SIGTERM stop what this process keeps up, whatever it inherited: a shell
+    script's ``cmd &`` starts ``cmd`` with SIGINT ignored (POSIX), and a parent may have
+    left it blocked."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
+
+
 def serve_until_stopped(
     name: str,
     launches: list[NodeLaunch],
@@ -640,7 +649,7 @@ def serve_until_stopped(
     until one fails to start or dies (1, the reason on stderr); every one is stopped,
     the last started first (the server before the Ray head it uses)."""
     processes: list[ManagedProcess] = []
-    signal.signal(signal.SIGTERM, _interrupt)
+    stop_on_interrupts()
     try:
         start_node(name, launches, node_rank, timeout_s, say, processes, log_dir, workdir)
         while True:
@@ -663,7 +672,7 @@ def serve_until_stopped(
 def run_to_completion(launch: NodeLaunch, log: Path, timeout_s: float, workdir: Path) -> int:
     """A finite launch (a trainer): its exit code; SIGTERM or the deadline stops its group."""
     process = ManagedProcess(launch, log, workdir=workdir)
-    signal.signal(signal.SIGTERM, _interrupt)
+    stop_on_interrupts()
     try:
         try:
             process.start()
