@@ -123,7 +123,9 @@ def test_launch_serves_until_ctrl_c_and_leaves_nothing_running(tmp_path):
     )
     port = free_port()
     proc = subprocess.Popen(
-        [POCFORGE, "launch", name, "--port", str(port)],
+        # as a script's `pocforge launch … &` starts it (POSIX): SIGINT ignored, which the
+        # launch must undo for Ctrl-C to stop it
+        ["sh", "-c", 'trap "" INT; exec "$@"', "sh", POCFORGE, "launch", name, "--port", str(port)],
         cwd=root,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -131,9 +133,6 @@ def test_launch_serves_until_ctrl_c_and_leaves_nothing_running(tmp_path):
         text=True,
         env={**os.environ, "OMP_NUM_THREADS": "1"},
         start_new_session=True,  # its own group, as a shell job: Ctrl-C goes to the group
-        # as a script's `pocforge launch … &` starts it (POSIX): SIGINT ignored, which the
-        # launch must undo for Ctrl-C to stop it
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     lines, seen, server_pid = lines_of(proc), [], None
     try:
