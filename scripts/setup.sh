@@ -78,7 +78,7 @@ kit_env() {
   # clean clone here, beside SGLang's install) into the kit's extension cache, so the first
   # training run does not pay for it.
   if ! ls .torch_extensions/deepspeed_shm_comm/*.so >/dev/null 2>&1; then
-    say "building DeepSpeed's CPU comm op (once per machine, a few minutes)"
+    say "building DeepSpeed's CPU comm op (once per machine)"
     quiet env DS_ACCELERATOR=cpu TORCH_EXTENSIONS_DIR="$PWD/.torch_extensions" .venv/bin/python -c \
       "from deepspeed.ops.op_builder.cpu import ShareMemCommBuilder; ShareMemCommBuilder().load()"
   fi

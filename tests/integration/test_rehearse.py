@@ -19,6 +19,7 @@ import importlib.util
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -68,24 +69,43 @@ def _pocforge_containers() -> list[str]:
     return [name for name in listed.stdout.split() if name.startswith("pocforge-")]
 
 
-def _five_seconds_a_repeat(poc_yaml: Path, sanity: bool = True) -> None:
-    """Each repeat of the POC's point runs 5 s (its 8 prompts take about one): long enough
-    for both nodes' recorders to sample it and to lose a node in (after its fourth
-    request); the engines eager. ``sanity=False``: no sanity gate, for a run that reads
-    no part of it (the module's run proves it on these nodes). Its first prompt costs each
-    engine a compile on a fresh node (vLLM's logprobs op, torch.compile'd: g++ for 15 s,
-    where this machine's warm /tmp/torchinductor_root takes 1 s)."""
+def _edit(poc_yaml: Path, *changes: Callable[[dict], None]) -> None:
+    """The POC's spec with ``changes`` made to its parsed YAML, in one read and write."""
     import yaml
 
     data = yaml.safe_load(poc_yaml.read_text())
+    for change in changes:
+        change(data)
+    poc_yaml.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def _five_seconds_a_repeat(data: dict) -> None:
+    """Each repeat of the POC's point runs 5 s (its 8 prompts take about one): long enough
+    for both nodes' recorders to sample it and to lose a node in (after its fourth
+    request); the engines eager."""
     (workload,) = data["serving"]["workloads"]
     workload.update(num_prompts=400, duration_s=5)
-    if not sanity:
-        data["serving"]["sanity"] = {"enabled": False}
     # eager, as every test server: vLLM's CPU graph compile (g++ on 2 cores) is minutes
     # per start under load
     data["serving"]["engine_args"]["enforce-eager"] = True
-    poc_yaml.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def _without_sanity_gate(data: dict) -> None:
+    """For a run that reads no part of the gate (the module's run proves it on these
+    nodes): its first prompt costs each engine a compile on a fresh node (vLLM's logprobs
+    op, torch.compile'd: g++ for 15 s, where this machine's warm /tmp/torchinductor_root
+    takes 1 s)."""
+    data["serving"]["sanity"] = {"enabled": False}
+
+
+def _left_behind(made, host, before: dict[str, set[int]]) -> list[str]:
+    """The command lines of the kit's and the frameworks' processes on ``host`` that were
+    not there ``before``."""
+    return [
+        cmd
+        for pid, cmd in made.processes(host).items()
+        if pid not in before[host.name] and any(word in cmd for word in LEFT_BEHIND)
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -94,8 +114,7 @@ def rehearsal(tmp_path_factory, request):
     stay up for the tests and are torn down (and checked gone) at the end."""
     root = tmp_path_factory.mktemp("rehearse")
     shutil.copytree(REPO / "pocs" / POC, root / "pocs" / POC)
-    _five_seconds_a_repeat(root / "pocs" / POC / "poc.yaml")
-    _with_canary_secrets(root / "pocs" / POC / "poc.yaml")
+    _edit(root / "pocs" / POC / "poc.yaml", _five_seconds_a_repeat, _with_canary_secrets)
     saved = {name: os.environ.get(name) for name in CANARIES}
     os.environ.update(CANARIES)
 
@@ -143,12 +162,8 @@ CANARIES = {
 }
 
 
-def _with_canary_secrets(poc_yaml: Path) -> None:
-    import yaml
-
-    data = yaml.safe_load(poc_yaml.read_text())
+def _with_canary_secrets(data: dict) -> None:
     data["model"]["hf_token"] = "${POCFORGE_CANARY_HF_TOKEN}"
-    poc_yaml.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
 def test_no_secret_reaches_any_file_of_the_run_nor_a_line_said(rehearsal):
@@ -304,12 +319,8 @@ def test_each_nodes_engine_profiled_the_point_into_the_run(rehearsal):
 def test_teardown_leaves_no_process_on_any_node_nor_a_container_here(rehearsal):
     made = rehearsal["made"]
     for host in made.hosts:
-        new = {
-            pid: cmd
-            for pid, cmd in made.processes(host).items()
-            if pid not in rehearsal["before"][host.name]
-        }
-        assert not [c for c in new.values() if any(word in c for word in LEFT_BEHIND)], new
+        left = _left_behind(made, host, rehearsal["before"])
+        assert not left, (host.name, left)
     assert rehearsal["containers"] == []
 
 
@@ -444,11 +455,11 @@ def pd_lost(rehearsal):
     h1, h2 = made.hosts
     root = rehearsal["store"].root.parent
     shutil.copytree(REPO / "pocs" / PD, root / "pocs" / PD)
-    _five_seconds_a_repeat(root / "pocs" / PD / "poc.yaml", sanity=False)
+    _edit(root / "pocs" / PD / "poc.yaml", _five_seconds_a_repeat, _without_sanity_gate)
     variant, nodes = rehearsal_target(
         made, root / "pocs" / PD / "poc.yaml", root / ".artifacts" / "pd", PD, "kit"
     )
-    store, started, found, fault, lines = rehearsal["store"], time.time(), {}, {}, []
+    store, found, fault, lines = rehearsal["store"], {}, {}, []
 
     def counters() -> dict[str, float]:
         with urllib.request.urlopen(f"http://{h1.address}:8000/metrics", timeout=30) as page:
@@ -458,11 +469,16 @@ def pd_lost(rehearsal):
         return figures.get("pocforge_router:requests_total", 0.0)
 
     def lose_h2_mid_sweep() -> None:  # the runner must run in the main thread (signals)
-        while time.time() - started < 600:
+        deadline = time.time() + 600
+        records = []
+        while not records and time.time() < deadline:  # until the sweep is under way
+            time.sleep(0.2)
             records = list((store.root / PD).glob("*/serving/chat/requests-c2.jsonl"))
-            if records and "before" not in found:  # the sweep is under way
-                found["records"], found["before"] = records[0], counters()
-            if "before" in found and served(now := counters()) >= served(found["before"]) + 4:
+        if not records:
+            return
+        found["records"], found["before"] = records[0], counters()
+        while time.time() < deadline:
+            if served(now := counters()) >= served(found["before"]) + 4:
                 found["after"] = now
                 made.kill_sshd(h2)  # the node is gone: its sshd, sessions, vLLM engine
                 return
@@ -485,11 +501,7 @@ def pd_lost(rehearsal):
         "manifest": json.loads((run_dir / "run.json").read_text()),
         "records": found["records"].read_text().count("\n"),
         "delta": {key: value - before.get(key, 0.0) for key, value in after.items()},
-        "h1_left": {
-            pid: cmd
-            for pid, cmd in made.processes(h1).items()
-            if pid not in rehearsal["before"]["h1"]
-        },
+        "h1_left": _left_behind(made, h1, rehearsal["before"]),
     }
 
 
@@ -515,5 +527,4 @@ def test_a_node_lost_mid_serving_fails_the_stage_naming_it(pd_lost):
     assert "h2 (198.51.100.12) does not answer" in pd_lost.get("error", ""), pd_lost["lines"]
     assert pd_lost["manifest"]["stages"]["serving"]["status"] == "failed"
     assert pd_lost["records"] >= 4  # what finished is kept
-    left = [c for c in pd_lost["h1_left"].values() if any(w in c for w in LEFT_BEHIND)]
-    assert not left, pd_lost["h1_left"]
+    assert not pd_lost["h1_left"], pd_lost["h1_left"]

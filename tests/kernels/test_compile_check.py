@@ -109,30 +109,10 @@ def _write_config(folder, op, arch, size_key, configs):
     (folder / op / f"{arch}.json").write_text(json.dumps(table))
 
 
-# A config the compiler must refuse, compiled for its op and target alone (the configs of
-# the ops and targets an override folder does not name stay shipped: tests/kernels/test_config.py).
-BROKEN = {
-    # tiles too big for MI300X's 64 KiB of LDS
-    "oversized": (
-        "flash_attention_prefill",
-        "gfx942",
-        "head_dim",
-        {"256": {"BLOCK_M": 256, "BLOCK_N": 256, "num_warps": 8, "num_stages": 2}},
-    ),
-    # a block size Triton cannot compile
-    "uncompilable": (
-        "rms_norm",
-        "sm90",
-        "hidden_size",
-        {"65536": {"BLOCK": 3000, "TILE": 3000, "num_warps": 4, "bwd_programs_per_unit": 4}},
-    ),
-}
-
-
-@WHOLE
-@pytest.mark.parametrize("case", BROKEN)
-def test_a_broken_config_fails_with_the_config_named(tmp_path, case):
-    op, arch, size_key, configs = BROKEN[case]
+def _refused(tmp_path, op: str, arch: str, size_key: str, configs: dict) -> tuple[list, str]:
+    """A config the compiler must refuse, compiled for its op and target alone (the configs
+    of the ops and targets an override folder does not name stay shipped:
+    tests/kernels/test_config.py): the check's records and its output."""
     overrides = tmp_path / "configs"
     _write_config(overrides, op, arch, size_key, configs)
     proc, result = _compile_check(
@@ -143,15 +123,27 @@ def test_a_broken_config_fails_with_the_config_named(tmp_path, case):
     )
     assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert not result["ok"] and "FAILED" in proc.stdout
-    if case == "oversized":
-        over = [r for r in result["records"] if r["status"] == "over shared limit"]
-        assert over and all(r["shared_bytes"] > 64 * 1024 == r["shared_limit"] for r in over)
-        assert str(overrides / op / f"{arch}.json") in over[0]["config"]
-        assert "over shared limit" in proc.stdout
-    else:
-        broken = [r for r in result["records"] if r["status"] == "compile error"]
-        assert {r["kernel"] for r in broken} == {"rms_norm_fwd_kernel", "rms_norm_bwd_kernel"}
-        assert "power of 2" in broken[0]["error"] or "power of two" in broken[0]["error"]
+    return result["records"], proc.stdout
+
+
+@WHOLE
+def test_tiles_too_big_for_mi300xs_lds_fail_with_the_config_named(tmp_path):
+    configs = {"256": {"BLOCK_M": 256, "BLOCK_N": 256, "num_warps": 8, "num_stages": 2}}
+    records, out = _refused(tmp_path, "flash_attention_prefill", "gfx942", "head_dim", configs)
+    over = [r for r in records if r["status"] == "over shared limit"]
+    assert over and all(r["shared_bytes"] > 64 * 1024 == r["shared_limit"] for r in over)
+    config = tmp_path / "configs" / "flash_attention_prefill" / "gfx942.json"
+    assert str(config) in over[0]["config"]
+    assert "over shared limit" in out
+
+
+@WHOLE
+def test_a_block_size_triton_cannot_compile_fails_with_the_error(tmp_path):
+    configs = {"65536": {"BLOCK": 3000, "TILE": 3000, "num_warps": 4, "bwd_programs_per_unit": 4}}
+    records, _ = _refused(tmp_path, "rms_norm", "sm90", "hidden_size", configs)
+    broken = [r for r in records if r["status"] == "compile error"]
+    assert {r["kernel"] for r in broken} == {"rms_norm_fwd_kernel", "rms_norm_bwd_kernel"}
+    assert "power of 2" in broken[0]["error"] or "power of two" in broken[0]["error"]
 
 
 def test_refuses_to_run_under_the_interpreter(tmp_path):
