@@ -43,9 +43,13 @@ def test_bringup_and_preflight_report_each_hosts_own_facts(cluster, inventory, t
     """Every host answers for itself: its hostname and what its private /opt holds."""
     for host in cluster.hosts:
         fake_amd_smi(host.opt, 8)
-    up = run_playbook("bringup.yml", inventory, tmp_path)
+    try:
+        up = run_playbook("bringup.yml", inventory, tmp_path)
+        check = run_playbook("preflight.yml", inventory, tmp_path, AMD8)
+    finally:  # the hosts as the tests after this one expect them: no GPU
+        for host in cluster.hosts:
+            shutil.rmtree(host.opt / "rocm", ignore_errors=True)
     assert up.rc == 0, up.to_dict()
-    check = run_playbook("preflight.yml", inventory, tmp_path, AMD8)
     assert set(check.hosts) == {"h1", "h2", "h3"}
     for name, host in check.hosts.items():
         assert host.facts["host_facts_data"]["hostname"] == name
@@ -83,34 +87,6 @@ def test_each_host_has_a_private_tmp_that_still_shows_the_shared_folder(cluster)
     assert _ssh(cluster, h2, f"ls /tmp/{name} 2>/dev/null || echo absent").strip() == "absent"
     shared = cluster.workdir / "authorized_keys"
     assert _ssh(cluster, h2, f"cat {shared}") == shared.read_text()
-
-
-def test_a_host_short_of_gpus_or_without_any_fails_alone_and_none_is_skipped_unless_required(
-    cluster, inventory, tmp_path
-):
-    """Required 8 MI300X: h2's amd-smi reports 7 GPUs and fails gpu_count naming 8 and 7, h3
-    has no GPU and fails naming 8 and 0, h1 passes. Not required, h3's GPU checks say
-    "skipped: no GPU" and it passes."""
-    for host in cluster.hosts:
-        shutil.rmtree(host.opt / "rocm", ignore_errors=True)
-        if host.name != "h3":
-            fake_amd_smi(host.opt, 7 if host.name == "h2" else 8)
-    try:
-        strict = run_playbook("preflight.yml", inventory, tmp_path, AMD8)
-        relaxed = run_playbook("preflight.yml", inventory, tmp_path, ClusterExpectations())
-    finally:  # the hosts as the tests after this one expect them: no GPU
-        for host in cluster.hosts:
-            shutil.rmtree(host.opt / "rocm", ignore_errors=True)
-    bad = strict.hosts["h2"].checks["gpu_count"]
-    assert bad.status == "fail" and "expected 8, found 7" in bad.message
-    assert strict.hosts["h2"].status == "failed"
-    assert "gpu_count: expected 8, found 7" in strict.hosts["h2"].error
-    assert "expected 8, found 0" in strict.hosts["h3"].checks["gpu_count"].message
-    assert strict.hosts["h1"].checks["gpu_count"].status == "pass"
-    assert sorted(f.host for f in strict.failures() if f.check == "gpu_count") == ["h2", "h3"]
-    rec = relaxed.hosts["h3"].checks["gpu_count"]
-    assert rec.status == "skip" and rec.message == "gpu_count: skipped: no GPU"
-    assert relaxed.hosts["h3"].status == "ok", relaxed.hosts["h3"].error
 
 
 def test_bringup_loads_a_missing_image_from_its_archive_once(cluster, inventory, tmp_path):
@@ -241,18 +217,38 @@ def test_bringup_looks_for_each_gpu_profiler_where_its_launches_run_it(
         podman("rmi", "--force", tag)
 
 
-def test_unreachable_host_is_named_and_the_others_finish(cluster, inventory, tmp_path):
-    """Killing h3's sshd makes h3 unreachable; h1 and h2 still complete every check."""
+def test_a_host_short_of_gpus_without_any_or_unreachable_fails_alone(cluster, inventory, tmp_path):
+    """Required 8 MI300X: h2's amd-smi reports 7 GPUs and fails gpu_count naming 8 and 7, h3
+    has no GPU and fails naming 8 and 0, h1 passes. Not required, no host with a GPU and h1's
+    sshd killed: h1 is named unreachable, h2 and h3 complete every check, their GPU checks
+    saying "skipped: no GPU". After the tests that need every host (the one below starts h1
+    again)."""
     for host in cluster.hosts:
         shutil.rmtree(host.opt / "rocm", ignore_errors=True)
-    cluster.kill_sshd(cluster.hosts[2])
-    result = run_playbook("preflight.yml", inventory, tmp_path, ClusterExpectations())
-    assert result.hosts["h3"].status == "unreachable"
-    rec = result.hosts["h3"].checks["reachable"]
+        if host.name != "h3":
+            fake_amd_smi(host.opt, 7 if host.name == "h2" else 8)
+    try:
+        strict = run_playbook("preflight.yml", inventory, tmp_path, AMD8)
+    finally:  # the hosts as the relaxed run and the tests after this one expect them: no GPU
+        for host in cluster.hosts:
+            shutil.rmtree(host.opt / "rocm", ignore_errors=True)
+    cluster.kill_sshd(cluster.hosts[0])
+    relaxed = run_playbook("preflight.yml", inventory, tmp_path, ClusterExpectations())
+    bad = strict.hosts["h2"].checks["gpu_count"]
+    assert bad.status == "fail" and "expected 8, found 7" in bad.message
+    assert strict.hosts["h2"].status == "failed"
+    assert "gpu_count: expected 8, found 7" in strict.hosts["h2"].error
+    assert "expected 8, found 0" in strict.hosts["h3"].checks["gpu_count"].message
+    assert strict.hosts["h1"].checks["gpu_count"].status == "pass"
+    assert sorted(f.host for f in strict.failures() if f.check == "gpu_count") == ["h2", "h3"]
+    assert relaxed.hosts["h1"].status == "unreachable"
+    rec = relaxed.hosts["h1"].checks["reachable"]
     assert rec.status == "fail" and rec.measured == "unreachable"
-    for name in ("h1", "h2"):
-        assert result.hosts[name].status == "ok", result.hosts[name].error
-        assert "disk_free" in result.hosts[name].checks
+    for name in ("h2", "h3"):
+        assert relaxed.hosts[name].status == "ok", relaxed.hosts[name].error
+        assert "disk_free" in relaxed.hosts[name].checks
+        rec = relaxed.hosts[name].checks["gpu_count"]
+        assert rec.status == "skip" and rec.message == "gpu_count: skipped: no GPU"
 
 
 def test_host_keys_are_trusted_on_first_use_and_a_changed_key_is_refused(cluster, tmp_path):
