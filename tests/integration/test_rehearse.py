@@ -11,7 +11,7 @@ counters show both nodes serving their part; the run fails naming h2 and keeps w
 finished. A vLLM start is the dearest step here (the data-parallel pair in containers
 took 150 s beside the suite's other worker), so the node is lost in the P/D run, and the
 run is not resumed: ``--resume`` of an interrupted stage is proven on this machine
-(``test_runner.py``, ``faults/test_kill_run.py``), where it costs one start, not a pair."""
+(``faults/test_kill_run.py``: SIGKILLs and Ctrl-C, then ``--resume``), where it costs one start, not a pair."""
 
 from __future__ import annotations
 

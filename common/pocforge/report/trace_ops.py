@@ -15,7 +15,7 @@ frames, which torch's table lists too when stacks are on) and ``cuda_runtime`` /
 device's rows. Times are written as torch writes them (``_format_time``: ``us``, ``ms``,
 ``s`` to three places) so the page shows one kind of table whichever made it. Checked
 against torch's own table of the same profile, and vLLM's (tests/report/test_trace_ops.py,
-tests/integration/test_runner.py).
+tests/faults/test_kill_run.py).
 
 Read here, not with a trace library: HolisticTraceAnalysis wants a GPU trace and pandas,
 Perfetto's trace processor a binary downloaded at first use; the sum is a sort and a stack.
