@@ -9,9 +9,10 @@ from pathlib import Path
 # kernel module is imported, whichever test folder imports one first.
 os.environ.setdefault("TRITON_INTERPRET", "1")
 # Two workers share this machine's two cores, and vLLM's CPU default pins every engine's
-# worker to core 0 (core 1 reserved): two `pocforge run`s at once would share one core. The
-# servers the tests start here run unpinned, as tests/servers.py's do; a node's ranks are
-# still pinned by the kit (one core each), and a node sees nothing of this environment.
+# worker to core 0 (core 1 reserved): two servers at once would share one core. Every
+# server the tests start here (tests/servers.py's, a `pocforge run`'s) runs unpinned; a
+# node's ranks are still pinned by the kit (one core each), and a node sees nothing of
+# this environment.
 os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")
 
 import pytest

@@ -30,9 +30,8 @@ SGLANG_PYTHON = REPO / ".venv-sglang" / "bin" / "python"
 # are about layers and serving, not torch.compile (which adds about 30 s to a start).
 VLLM_MAX_MODEL_LEN = 1024
 VLLM_ENGINE_ARGS = {"enforce-eager": True, "max-num-seqs": 4}
-# One thread each; unpinned, as vLLM's default pins every server's worker to core 0, and
-# the plugin test starts two servers at once.
-VLLM_ENV = {"OMP_NUM_THREADS": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+# One thread each (unpinned, as every server the suite starts: tests/conftest.py).
+VLLM_ENV = {"OMP_NUM_THREADS": "1"}
 # Left to itself the CPU engine sizes its KV pool from free RAM (the adapter caps it at
 # 16384 tokens); 4 requests of at most 512 tokens need 2048.
 SGLANG_ENGINE_ARGS = {"max-running-requests": 4, "max-total-tokens": 4096}

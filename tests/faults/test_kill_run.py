@@ -16,6 +16,7 @@ One run takes every fault: a run per fault cost a vLLM start and a sweep more.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import random
@@ -25,6 +26,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -48,8 +50,9 @@ POCFORGE = str(Path(sys.executable).parent / "pocforge")
 ENGINE_ARGS = {"enforce-eager": True, "max-num-seqs": 8}  # no torch.compile: 30 s less a start
 # A request vLLM counted as finished this long before the kill has reached the client.
 MARGIN_S = 0.3
-# A run reaches its sweep's c1 point after about 50-60 s here (the kernels' check, a 40-50 s
-# eager vLLM start, the sanity gate): the kills land in the start, the gate and the sweep.
+# A run reaches its sweep's c1 point about 36 s after it starts, alone here (the kernels'
+# check 5 s, vLLM healthy after 30 s: run.log), later beside the other worker: the kills
+# land in the start, the gate and the sweep.
 SPAN_S = (2.0, 60.0)
 PROMPTS = 80  # per point
 
@@ -165,15 +168,9 @@ def faulted(tmp_path_factory):
 
 def _kill_the_server(root: Path, tmp_path: Path, seen: list[dict]) -> dict:
     log = tmp_path / "run.log"
+    began = time.time()
     proc = start(root, "faulted", None, log)
-    run = None
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and proc.poll() is None:
-        run = the_run(root, "faulted")
-        if run and recorded(run / "serving")[0] >= 3:
-            break
-        time.sleep(0.1)
-    assert run is not None and proc.poll() is None, log.read_text()[-3000:]
+    run = _three_records(root, proc, log, began)
     (server,) = server_pids(run)
     seen.append(server)
     due = served_requests(run) or 0
@@ -196,8 +193,8 @@ def _kill_the_server(root: Path, tmp_path: Path, seen: list[dict]) -> dict:
 
 
 def _kill_the_run(root: Path, tmp_path: Path, run: Path | None, seen: list[dict]) -> dict:
-    """``pocforge run --resume`` of ``run`` SIGKILLed at INSTANTS seeded instants, then
-    resumed to the end; the per-kill checks are asserted as they happen."""
+    """``pocforge run --resume`` of ``run`` SIGKILLed at INSTANTS seeded instants; the
+    per-kill checks are asserted as they happen. The run the last kill left, if any."""
     rng = random.Random(SEED)
     kills = readable = lost = finished_early = served_total = 0
     # stratified: one instant in each of INSTANTS equal slices of the span, in a seeded
@@ -252,13 +249,19 @@ def _kill_the_run(root: Path, tmp_path: Path, run: Path | None, seen: list[dict]
     }
 
 
-def _serving_since(run: Path, began: float) -> bool:
-    """Whether ``run``'s serving stage is the attempt started at or after ``began``."""
-    from datetime import datetime
-
-    stage = json.loads((run / "run.json").read_text())["stages"].get("serving") or {}
-    started = stage.get("started_at")
-    return started is not None and datetime.fromisoformat(started).timestamp() >= began - 1
+def _three_records(root: Path, proc: subprocess.Popen, log: Path, began: float) -> Path:
+    """The run ``proc`` serves, once its serving attempt (started at or after ``began``) has
+    three successful records and ``proc`` is still running."""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None:
+        run = the_run(root, "faulted")
+        stage = json.loads((run / "run.json").read_text())["stages"].get("serving") if run else None
+        started = (stage or {}).get("started_at")
+        since = started is not None and datetime.fromisoformat(started).timestamp() >= began - 1
+        if since and recorded(run / "serving")[0] >= 3 and proc.poll() is None:
+            return run
+        time.sleep(0.1)
+    pytest.fail("the sweep never got under way: " + log.read_text()[-3000:])
 
 
 def _ctrl_c_mid_sweep(root: Path, tmp_path: Path, run: Path | None, seen: list[dict]) -> dict:
@@ -267,19 +270,8 @@ def _ctrl_c_mid_sweep(root: Path, tmp_path: Path, run: Path | None, seen: list[d
     log = tmp_path / "ctrl-c.log"
     began = time.time()
     proc = start(root, "faulted", run, log)
-    records = None
     try:
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline and proc.poll() is None:
-            current = the_run(root, "faulted")
-            found = current / "serving" / "chat" / "requests-c1.jsonl" if current else None
-            under_way = found and found.exists() and _serving_since(current, began)
-            if under_way and len(found.read_text().splitlines()) >= 3:
-                records = found
-                break
-            time.sleep(0.2)
-        assert records is not None, "the sweep never got under way: " + log.read_text()[-3000:]
-        run = records.parents[2]
+        run = _three_records(root, proc, log, began)
         due = served_requests(run) or 0
         time.sleep(MARGIN_S)
         proc.send_signal(signal.SIGINT)
@@ -294,7 +286,7 @@ def _ctrl_c_mid_sweep(root: Path, tmp_path: Path, run: Path | None, seen: list[d
         "output": log.read_text(),
         "manifest": json.loads((run / "run.json").read_text()),
         "due": due,
-        "kept": len(records.read_text().splitlines()),
+        "kept": len((run / "serving" / "chat" / "requests-c1.jsonl").read_text().splitlines()),
         "run": run,
     }
 
@@ -304,7 +296,8 @@ def _resume_to_the_end(root: Path, tmp_path: Path, run: Path, seen: list[dict]) 
     code = final.wait(timeout=900)
     run = the_run(root, "faulted")
     seen += server_pids(run)
-    return {"code": code, "output": (tmp_path / "final.log").read_text(), "run": run}
+    output = (tmp_path / "final.log").read_text()
+    return {"code": code, "output": output, "run": run, "verify": verify(root, run)}
 
 
 def test_sigkill_of_the_server_mid_sweep(faulted, fault_table):
@@ -345,8 +338,7 @@ def test_sigkill_of_pocforge_run_at_seeded_instants(faulted, fault_table):
     attempts = {n: s["status"] for n, s in manifest["stages"].items() if n.startswith("serving.")}
     # each cut-off attempt is kept: interrupted by a kill or Ctrl-C, or failed by the server's
     assert set(attempts.values()) <= {"interrupted", "failed"}, attempts
-    root = run.parent.parent.parent
-    assert verify(root, run).returncode == 0
+    assert final["verify"].returncode == 0, final["verify"].stdout + final["verify"].stderr
     assert not list(run.rglob("*.log.pid"))  # every server stopped, its record gone
     assert not [p for p in faulted["seen"] if still_running(p)], "a killed attempt's server runs"
     fault_table.add(
@@ -393,8 +385,8 @@ def test_ctrl_c_of_pocforge_run_mid_sweep_keeps_every_finished_request(faulted, 
 
 
 def test_the_resumed_run_serves_profiles_trains_reports_and_judges(faulted):
-    run, result = faulted["final"]["run"], faulted["final"]
-    root = run.parents[2]
+    result = faulted["final"]
+    run = result["run"]
     assert result["code"] == 0, result["output"][-3000:]
     assert "overall: PASS" in result["output"]
     assert "kernels: complete" in result["output"]  # done before the faults, not redone
@@ -410,8 +402,6 @@ def test_the_resumed_run_serves_profiles_trains_reports_and_judges(faulted):
     records = (run / "serving" / "chat" / "requests-c1.jsonl").read_text().splitlines()
     assert len(records) == PROMPTS
     # the profiled point's traces: vLLM's Chrome trace names the model's own layers
-    import gzip
-
     profile = run / "serving" / "chat" / "profile-c4"
     (trace,) = profile.glob("rank0.*.pt.trace.json.gz")
     with gzip.open(trace) as handle:
@@ -463,4 +453,4 @@ def test_the_resumed_run_serves_profiles_trains_reports_and_judges(faulted):
     html = (run / "dashboard.html").read_text()
     assert "Planner: predicted vs measured" in html and "Median absolute throughput error" in html
     assert 'id="profile-training"' in html and "rank0.pt.trace.json.gz" in html
-    assert verify(root, run).returncode == 0
+    assert result["verify"].returncode == 0, result["verify"].stdout + result["verify"].stderr

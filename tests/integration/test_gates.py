@@ -140,14 +140,15 @@ def gated(tmp_path_factory, request):
         env={"POCFORGE_KERNELS_FAULT": "rms_norm=1.05"},
     )  # fmt: skip
     (run,) = (root / "results" / "gates").iterdir()
-    return root, run, done
+    verdicts = {v.metric: v.verdict for v in judge_run(Run.open(run))}
+    return run, done, verdicts
 
 
 def test_the_gates_run_sanity_accuracy_and_parity_on_the_patched_candidate(gated):
     """Sanity passes, lm-eval scores the arithmetic task on the candidate, the parity stage
     compares it with the baseline; the candidate ran the patched framework, the baseline the
     framework as it was; the dashboard shows both gates."""
-    _, run, done = gated
+    run, done, verdicts = gated
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]  # parity fails
     sanity = json.loads((run / "serving" / "sanity.json").read_text())
     assert sanity["passed"] and len(sanity["answers"]) == 5
@@ -160,7 +161,6 @@ def test_the_gates_run_sanity_accuracy_and_parity_on_the_patched_candidate(gated
     assert MARKER in (run / "serving" / "server.log").read_text()
     assert MARKER not in (run / "parity" / "server.log").read_text()
     assert any("the baseline ran the framework unpatched" in n for n in parity["notes"]), parity
-    verdicts = {v.metric: v.verdict for v in judge_run(Run.open(run))}
     assert verdicts["serving.chat.error_rate"] == verdicts["accuracy.arith.exact_match"] == "pass"
     page = (run / "dashboard.html").read_text()
     assert "Accuracy and parity" in page and "pocforge_arith" in page
@@ -169,7 +169,7 @@ def test_the_gates_run_sanity_accuracy_and_parity_on_the_patched_candidate(gated
 def test_a_kernel_five_percent_off_fails_parity_and_bisection_names_it(gated):
     """The parity stage fails its criteria, serves each kernel alone against the baseline
     and names the RMSNorm; the SiLU alone meets them (the kit's correct kernel passes)."""
-    _, run, done = gated
+    run, done, verdicts = gated
     parity = json.loads((run / "parity" / "result.json").read_text())
     assert parity["token_agreement"] < 0.99 or parity["max_logprob_diff"] > 0.02, parity
     assert parity["culprits"] == ["rms_norm"], parity["trials"]
@@ -179,7 +179,6 @@ def test_a_kernel_five_percent_off_fails_parity_and_bisection_names_it(gated):
     assert silu["max_logprob_diff"] < 1e-3, silu
     assert (run / "parity" / "bisect" / "rms_norm" / "result.json").is_file()
     assert "parity: at fault: rms_norm" in done.stdout
-    verdicts = {v.metric: v.verdict for v in judge_run(Run.open(run))}
     assert "fail" in [verdicts["parity.token_agreement"], verdicts["parity.max_logprob_diff"]]
 
 

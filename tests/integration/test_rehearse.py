@@ -9,9 +9,10 @@ One rehearsal is shared by the tests. The 2-node P/D POC then runs on the same n
 it is the hard one: h2 (decode) is lost in the middle of its sweep, once the router's
 counters show both nodes serving their part; the run fails naming h2 and keeps what
 finished. A vLLM start is the dearest step here (the data-parallel pair in containers
-took 150 s beside the suite's other worker), so the node is lost in the P/D run, and the
-run is not resumed: ``--resume`` of an interrupted stage is proven on this machine
-(``faults/test_kill_run.py``: SIGKILLs and Ctrl-C, then ``--resume``), where it costs one start, not a pair."""
+was healthy after 106 s beside the suite's other worker, 44 s alone: the nodes'
+serve.log), so the node is lost in the P/D run, and the run is not resumed: ``--resume``
+of an interrupted stage is proven on this machine (``faults/test_kill_run.py``: SIGKILLs
+and Ctrl-C, then ``--resume``), where it costs one start, not a pair."""
 
 from __future__ import annotations
 
