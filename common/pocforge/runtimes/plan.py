@@ -63,7 +63,8 @@ def plan_deployment(
     """The launches of one deployment, each in that deployment's runtime.
 
     ``node_env``: per node rank, variables for that node's launches (the platform's, from
-    bring-up's facts); the framework adapter's own variables win. ``out_dir``: where a
+    bring-up's facts, over the POC's ``runtime.env``); the framework adapter's own variables
+    win. ``out_dir``: where a
     training launch writes its summary (relative: to the launch's working directory).
     ``wheels``: the host folder of the kit's wheels a container mounts (on a node, where
     bring-up copied them; here, ``provision.kit_wheels()``)."""
@@ -79,7 +80,9 @@ def plan_deployment(
     else:
         launches = adapter.plan(spec, ctx)
     for one in launches:
-        extra = (node_env or {}).get(one.node_rank)
+        # The POC's runtime.env reaches every runtime, with bring-up's facts or without (a
+        # stage run alone); the platform's variables carry it too, the caller's over them.
+        extra = {**runtime.env, **(node_env or {}).get(one.node_rank, {})}
         if extra:
             one.env = {**extra, **one.env}
     return gpu_profiler.under_profiler(
