@@ -48,6 +48,17 @@ def _keep(path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium for the module's pages (each test opens its own page)."""
+    exe = _chromium_or_skip()
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=exe, args=FLAGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
 def dashboards(tmp_path_factory) -> dict[str, Path]:
     store = RunStore(tmp_path_factory.mktemp("results"))
     base = build_demo_run(store, "pocforge-sweep-b")
@@ -59,37 +70,31 @@ def dashboards(tmp_path_factory) -> dict[str, Path]:
     }
 
 
-def test_dashboard_in_chromium(dashboards: dict[str, Path], tmp_path: Path) -> None:
-    exe = _chromium_or_skip()
-    sync_api = pytest.importorskip("playwright.sync_api")
+def test_dashboard_in_chromium(browser, dashboards: dict[str, Path], tmp_path: Path) -> None:
     html = dashboards["compare"]
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=exe, args=FLAGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        errors, remote = [], []
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on(
-            "request",
-            lambda r: (
-                remote.append(r.url) if not r.url.startswith(("file:", "data:", "blob:")) else None
-            ),
-        )
-        page.goto(html.as_uri())
-        page.wait_for_function("document.body.dataset.chartsDrawn !== undefined", timeout=60_000)
-        charts = page.locator("div.chart")
-        n = charts.count()
-        assert n == 3 and page.evaluate("document.body.dataset.chartsDrawn") == str(n)
-        for i in range(n):  # every chart has an SVG with at least one drawn trace
-            assert charts.nth(i).locator(".main-svg").count() >= 1
-            assert (
-                charts.nth(i).locator("g.trace, g.scatterlayer path, g.barlayer path").count() >= 1
-            )
-        assert page.locator("#overall-verdict .value").inner_text().strip() == "INCONCLUSIVE"
-        assert "Against baseline runs" in page.content()
-        shot = tmp_path / "dashboard.png"
-        page.screenshot(path=str(shot), full_page=True)
-        browser.close()
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors, remote = [], []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on(
+        "request",
+        lambda r: (
+            remote.append(r.url) if not r.url.startswith(("file:", "data:", "blob:")) else None
+        ),
+    )
+    page.goto(html.as_uri())
+    page.wait_for_function("document.body.dataset.chartsDrawn !== undefined", timeout=60_000)
+    charts = page.locator("div.chart")
+    n = charts.count()
+    assert n == 3 and page.evaluate("document.body.dataset.chartsDrawn") == str(n)
+    for i in range(n):  # every chart has an SVG with at least one drawn trace
+        assert charts.nth(i).locator(".main-svg").count() >= 1
+        assert charts.nth(i).locator("g.trace, g.scatterlayer path, g.barlayer path").count() >= 1
+    assert page.locator("#overall-verdict .value").inner_text().strip() == "INCONCLUSIVE"
+    assert "Against baseline runs" in page.content()
+    shot = tmp_path / "dashboard.png"
+    page.screenshot(path=str(shot), full_page=True)
+    page.close()
     assert not errors, errors
     assert not remote, remote
     assert shot.stat().st_size > 50_000
@@ -120,30 +125,28 @@ def _zh(message: str) -> str:
     return translated
 
 
-def test_chinese_dashboard_in_chromium(dashboards: dict[str, Path], tmp_path: Path) -> None:
+def test_chinese_dashboard_in_chromium(
+    browser, dashboards: dict[str, Path], tmp_path: Path
+) -> None:
     """The zh-CN page: no console errors, every chart drawn, the verdict and the criteria
     headings in Chinese, set in a CJK font the page asked for (a screenshot is kept)."""
-    exe = _chromium_or_skip()
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=exe, args=FLAGS)
-        page = browser.new_page(viewport={"width": 1280, "height": 900})
-        errors: list[str] = []
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(dashboards["zh-CN"].as_uri())
-        page.wait_for_function("document.body.dataset.chartsDrawn !== undefined", timeout=60_000)
-        assert page.evaluate("document.documentElement.lang") == "zh-CN"
-        verdict = page.locator("#overall-verdict .value").inner_text().strip()
-        assert verdict == _zh("INCONCLUSIVE")
-        headings = page.locator("h2, h3").all_inner_texts()
-        assert _zh("Executive summary") in headings and _zh("Acceptance criteria") in headings
-        assert "Executive summary" not in headings
-        family = page.evaluate("getComputedStyle(document.body).fontFamily")
-        assert "Noto Sans CJK SC" in family
-        shot = tmp_path / "dashboard.zh-CN.png"
-        page.screenshot(path=str(shot), full_page=True)
-        browser.close()
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(dashboards["zh-CN"].as_uri())
+    page.wait_for_function("document.body.dataset.chartsDrawn !== undefined", timeout=60_000)
+    assert page.evaluate("document.documentElement.lang") == "zh-CN"
+    verdict = page.locator("#overall-verdict .value").inner_text().strip()
+    assert verdict == _zh("INCONCLUSIVE")
+    headings = page.locator("h2, h3").all_inner_texts()
+    assert _zh("Executive summary") in headings and _zh("Acceptance criteria") in headings
+    assert "Executive summary" not in headings
+    family = page.evaluate("getComputedStyle(document.body).fontFamily")
+    assert "Noto Sans CJK SC" in family
+    shot = tmp_path / "dashboard.zh-CN.png"
+    page.screenshot(path=str(shot), full_page=True)
+    page.close()
     assert not errors, errors
     _keep(shot)
 
@@ -183,12 +186,10 @@ def test_chinese_dashboard_pdf_embeds_a_cjk_font(dashboards: dict[str, Path], tm
     _keep(pdf)
 
 
-def test_markup_from_the_spec_renders_as_text_and_runs_nothing(tmp_path: Path) -> None:
+def test_markup_from_the_spec_renders_as_text_and_runs_nothing(browser, tmp_path: Path) -> None:
     """A customer name and a description carrying markup and a closing script tag (a
     spec is written by people, results by tools) show as the text they are, on the page
     and in its PDF: no element is made of them and no script of theirs runs."""
-    exe = _chromium_or_skip()
-    sync_api = pytest.importorskip("playwright.sync_api")
     from pocforge.spec import load_poc
 
     spec = load_poc("demo")
@@ -201,17 +202,13 @@ def test_markup_from_the_spec_renders_as_text_and_runs_nothing(tmp_path: Path) -
     run = store.create(spec)
     run.finish()
     html = render(run.path)
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=exe, args=FLAGS)
-        page = browser.new_page()
-        page.goto(html.as_uri())
-        page.wait_for_function("document.body.dataset.chartsDrawn !== undefined", timeout=60_000)
-        assert page.evaluate("window.__pwned") is None
-        assert (
-            page.locator("img").count() == 0 and page.locator("p b", has_text="bold").count() == 0
-        )
-        text = page.locator("body").inner_text()
-        browser.close()
+    page = browser.new_page()
+    page.goto(html.as_uri())
+    page.wait_for_function("document.body.dataset.chartsDrawn !== undefined", timeout=60_000)
+    assert page.evaluate("window.__pwned") is None
+    assert page.locator("img").count() == 0 and page.locator("p b", has_text="bold").count() == 0
+    text = page.locator("body").inner_text()
+    page.close()
     assert spec.poc.customer in text and spec.poc.description in text
     # the PDF, printed by Chromium from the same page: the markup is its text, and what
     # the scripts would have written (PWNED-1, PWNED-2) is nowhere
