@@ -4,6 +4,7 @@ kit's driver (ansible-runner). One cluster for the module; it is torn down even 
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -45,15 +46,134 @@ def _without_gpus(cluster) -> None:
         shutil.rmtree(host.opt / "rocm", ignore_errors=True)
 
 
-def test_bringup_and_preflight_report_each_hosts_own_facts(cluster, inventory, tmp_path):
-    """Every host answers for itself: its hostname and what its private /opt holds."""
-    for host in cluster.hosts:
-        fake_amd_smi(host.opt, 8)
+# `nsys --version` as NeSI's support page on GPUs shows it run on Mahuika
+# (tests/data/README.md: profilers/nsys-version.txt)
+NSYS_VERSION = (Path(__file__).parents[1] / "data" / "profilers" / "nsys-version.txt").read_text()
+PROFILE_FIELD = "serving.workloads[chat].profile.tool"
+
+
+def _podman(*args: str) -> subprocess.CompletedProcess:
+    from pocforge.rehearse.image import engine_env
+
+    return subprocess.run(
+        ["podman", *args], capture_output=True, text=True, env=engine_env("podman")
+    )
+
+
+def _images(cluster, folder: Path) -> dict:
+    """The images the shared bring-up is given: one saved to an archive on the controller and
+    removed from podman (an air-gapped node's image), and the rehearsal image with a stand-in
+    for Nsight Systems' CLI in it (it prints what the real one did)."""
+    from pocforge.rehearse.image import build_image
+
+    bare = build_image("podman")
+    archived = f"localhost/pocforge-archive-test:{cluster.tag}"
+    archive = folder / "image.tar"  # on the controller
+    assert _podman("tag", bare, archived).returncode == 0
+    assert _podman("save", "--quiet", "--output", str(archive), archived).returncode == 0
+    assert _podman("rmi", archived).returncode == 0
+    tool = folder / "nsys"
+    tool.write_text(f"#!/bin/sh\nprintf '%s\\n' {NSYS_VERSION.strip()!r}\n")
+    tool.chmod(0o755)
+    with_nsys = f"localhost/pocforge-nsys-test:{cluster.tag}"
+    made = _podman("create", "--name", f"nsys-{cluster.tag}", bare, "sh")
+    assert made.returncode == 0, made.stderr
     try:
-        up = run_playbook("bringup.yml", inventory, tmp_path)
-        check = run_playbook("preflight.yml", inventory, tmp_path, AMD8)
+        assert _podman("cp", str(tool), f"nsys-{cluster.tag}:/bin/nsys").returncode == 0
+        assert _podman("commit", "--quiet", f"nsys-{cluster.tag}", with_nsys).returncode == 0
     finally:
-        _without_gpus(cluster)
+        _podman("rm", "--force", f"nsys-{cluster.tag}")
+    return {"bare": bare, "archived": archived, "archive": archive, "with_nsys": with_nsys}
+
+
+def _nsys_check(image: str | None) -> dict:
+    """The check a profiled POC's launches ask of bring-up: nsys in ``image``, or (None) on
+    the node's PATH."""
+    engine = "podman" if image else None
+    return {
+        "tool": "nsys",
+        "engine": engine,
+        "image": image,
+        "field": PROFILE_FIELD,
+        "purpose": "the launches",
+    }
+
+
+VENV_PYTHON = "/opt/pocforge/venvs/probe/bin/python"
+
+
+def _venv_and_weights(cluster) -> dict:
+    """A venv runtime as bring-up makes it on a GPU node, here with no requirements (the
+    nodes reach no registry): the kit's wheels built on this machine copied and installed
+    with --no-index; and weights staged from a folder every node sees into its own /opt."""
+    from pocforge.runtimes.provision import kit_wheels
+
+    weights = cluster.workdir / "shared-weights"
+    weights.mkdir()
+    (weights / "config.json").write_text('{"layers": 2}')
+    (weights / "weights.bin").write_bytes(b"\0" * 4096)
+    return {
+        "model_staging_source": str(weights),
+        "model_staging_dest": "/opt/models/tiny",
+        "python_env_venvs": [
+            {"name": "probe", "python": VENV_PYTHON, "create": True, "requirements": []}
+        ],
+        "python_env_wheels_dir": "/opt/pocforge/wheels",
+        "python_env_wheels_src": str(kit_wheels()),
+    }
+
+
+@pytest.fixture(scope="module")
+def brought_up(cluster, inventory, tmp_path_factory):
+    """One bring-up and preflight of the three hosts that the tests below read, and a second
+    bring-up of the same: every host with a scripted amd-smi of 8 MI300X (the first time), a
+    framework venv and weights to stage; with podman, an image to load from its archive (its
+    id pinned the second time) and a profiler (nsys) to find in an image. The hosts are left
+    without a GPU, as the other tests expect them."""
+    from pocforge.rehearse.image import engine_env
+
+    folder = tmp_path_factory.mktemp("bringup")
+    images = _images(cluster, folder) if shutil.which("podman") else None
+    try:
+        extra = _venv_and_weights(cluster)
+        if images:
+            extra["container_image_images"] = [
+                {"engine": "podman", "image": images["archived"], "archive": str(images["archive"])}
+            ]
+            extra["profiler_tools_env"] = {
+                "CONTAINERS_CONF": engine_env("podman")["CONTAINERS_CONF"]
+            }
+            extra["profiler_tools_checks"] = [_nsys_check(images["with_nsys"])]
+        for host in cluster.hosts:
+            fake_amd_smi(host.opt, 8)
+        try:
+            up = run_playbook("bringup.yml", inventory, folder, extravars=extra)
+            check = run_playbook("preflight.yml", inventory, folder, AMD8)
+        finally:
+            _without_gpus(cluster)
+        again = dict(extra)
+        loaded = up.hosts["h1"].facts.get("container_image_data", {})
+        if images and images["archived"] in loaded:  # the spec pins the loaded image's id
+            image_id = loaded[images["archived"]].removeprefix("sha256:")
+            again["container_image_images"] = [
+                {**extra["container_image_images"][0], "id": image_id}
+            ]
+        second = run_playbook("bringup.yml", inventory, folder / "again", extravars=again)
+        yield {"up": up, "check": check, "again": second, "images": images, "run_dir": folder}
+    finally:
+        if images:
+            _podman("rmi", "--force", images["archived"], images["with_nsys"])
+
+
+def _needs_podman(brought_up) -> dict:
+    if brought_up["images"] is None:
+        pytest.skip("podman is not installed (make setup installs it)")
+    return brought_up["images"]
+
+
+def test_bringup_and_preflight_report_each_hosts_own_facts(brought_up):
+    """Every host answers for itself: its hostname and what its private /opt holds."""
+    up, check = brought_up["up"], brought_up["check"]
     assert up.rc == 0, up.to_dict()
     assert set(check.hosts) == {"h1", "h2", "h3"}
     for name, host in check.hosts.items():
@@ -64,14 +184,12 @@ def test_bringup_and_preflight_report_each_hosts_own_facts(cluster, inventory, t
         assert host.checks["gpu_count"].status == "pass"
         assert host.checks["gpu_driver_version"].status == "pass"
         assert host.checks["reachable"].status == "pass"
-    saved = tmp_path / "cluster" / "facts" / "h2.json"
+    saved = brought_up["run_dir"] / "cluster" / "facts" / "h2.json"
     assert '"hostname": "h2"' in saved.read_text()
-    assert (tmp_path / "cluster" / "ansible" / "preflight" / "job_events").is_dir()
+    assert (brought_up["run_dir"] / "cluster" / "ansible" / "preflight" / "job_events").is_dir()
 
 
 def _ssh(cluster, host, command: str) -> str:
-    import subprocess
-
     argv = ["ssh", "-i", str(cluster.key), "-o", "StrictHostKeyChecking=no"]
     argv += ["-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"]
     done = subprocess.run(
@@ -94,132 +212,94 @@ def test_each_host_has_a_private_tmp_that_still_shows_the_shared_folder(cluster)
     assert _ssh(cluster, h2, f"cat {shared}") == shared.read_text()
 
 
-def test_bringup_loads_a_missing_image_from_its_archive_once(cluster, inventory, tmp_path):
+def test_bringup_loads_a_missing_image_from_its_archive_once(
+    brought_up, cluster, inventory, tmp_path
+):
     """An air-gapped node's image: absent, bring-up copies the archive from the controller
-    and loads it (``podman load``), records its id; a second bring-up finds it and changes nothing, and
-    checks the id the spec pins (runtime.image_id): another id fails every node."""
-    import subprocess
-
-    if shutil.which("podman") is None:
-        pytest.skip("podman is not installed (make setup installs it)")
-    from pocforge.rehearse.image import build_image, engine_env
-
-    env = engine_env("podman")
-
-    def podman(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["podman", *args], capture_output=True, text=True, env=env)
-
-    tag = f"localhost/pocforge-archive-test:{cluster.tag}"
-    archive = tmp_path / "image.tar"  # on the controller
-    assert podman("tag", build_image("podman"), tag).returncode == 0
-    assert podman("save", "--quiet", "--output", str(archive), tag).returncode == 0
-    assert podman("rmi", tag).returncode == 0
-    images = [{"engine": "podman", "image": tag, "archive": str(archive)}]
-    extra = {"container_image_images": images}
-    try:
-        first = run_playbook("bringup.yml", inventory, tmp_path, extravars=extra)
-        assert first.rc == 0, first.to_dict()
-        assert podman("image", "exists", tag).returncode == 0
-        for host in cluster.hosts:  # copied into each node's own /opt (it lacked the image)
-            assert (host.opt / "pocforge" / "images" / "image.tar").stat().st_size == (
-                archive.stat().st_size
-            )
-        for host in first.hosts.values():
-            # docker writes "sha256:<hex>", podman the hex alone
-            image_id = host.facts["container_image_data"][tag].removeprefix("sha256:")
-            assert len(image_id) == 64 and int(image_id, 16) >= 0
-        # the spec pins the loaded image's id: the same passes, another fails each node
-        pinned = [{**images[0], "id": image_id}]
-        second = run_playbook(
-            "bringup.yml", inventory, tmp_path, extravars={"container_image_images": pinned}
+    and loads it (``podman load``), records its id; a second bring-up finds it and changes
+    nothing, checking the id the spec pins (runtime.image_id): another id fails every node."""
+    images = _needs_podman(brought_up)
+    tag, archive = images["archived"], images["archive"]
+    first = brought_up["up"]
+    assert first.rc == 0, first.to_dict()
+    assert _podman("image", "exists", tag).returncode == 0
+    for host in cluster.hosts:  # copied into each node's own /opt (it lacked the image)
+        assert (host.opt / "pocforge" / "images" / "image.tar").stat().st_size == (
+            archive.stat().st_size
         )
-        assert {n: h.changed_tasks for n, h in second.hosts.items()} == {
-            "h1": [],
-            "h2": [],
-            "h3": [],
-        }
-        wrong = [{**images[0], "id": "0" * 64}]
-        refused = run_playbook(
-            "bringup.yml", inventory, tmp_path, extravars={"container_image_images": wrong}
+    for host in first.hosts.values():
+        # docker writes "sha256:<hex>", podman the hex alone
+        image_id = host.facts["container_image_data"][tag].removeprefix("sha256:")
+        assert len(image_id) == 64 and int(image_id, 16) >= 0
+    # the spec pins the loaded image's id: the same passes, another fails each node
+    second = brought_up["again"]
+    assert {n: (h.status, h.changed_tasks) for n, h in second.hosts.items()} == {
+        name: ("ok", []) for name in ("h1", "h2", "h3")
+    }
+    image = {"engine": "podman", "image": tag, "archive": str(archive)}
+    wrong = [{**image, "id": "0" * 64}]
+    refused = run_playbook(
+        "bringup.yml", inventory, tmp_path, extravars={"container_image_images": wrong}
+    )
+    for host in refused.hosts.values():
+        assert host.status == "failed" and "runtime.image_id" in host.error, host
+
+
+def test_bringup_builds_a_framework_venv_with_the_kits_wheels_without_an_index(brought_up, cluster):
+    """The venv is created, the kit's wheels are installed into it, its packages are in the
+    facts, and the weights are staged into each node's private /opt; the second bring-up
+    changes nothing."""
+    for name in ("h1", "h2", "h3"):
+        first, second = brought_up["up"].hosts[name], brought_up["again"].hosts[name]
+        assert first.status == "ok", first.error
+        envs = first.facts["python_env_data"]["envs"]
+        assert envs["probe"]["pocforge"] == envs["probe"]["pocforge-kernels"] == "0.1.0"
+        assert second.status == "ok" and second.changed_tasks == [], second
+    for host in cluster.hosts:  # each node's private /opt received its own copy
+        assert (host.opt / "models" / "tiny" / "weights.bin").stat().st_size == 4096
+        site = next(
+            (host.opt / "pocforge" / "venvs" / "probe" / "lib").glob("python3*/site-packages")
         )
-        for host in refused.hosts.values():
-            assert host.status == "failed" and "runtime.image_id" in host.error, host
-    finally:
-        podman("rmi", "--force", tag)
-
-
-# `nsys --version` as NeSI's support page on GPUs shows it run on Mahuika
-# (tests/data/README.md: profilers/nsys-version.txt)
-NSYS_VERSION = (Path(__file__).parents[1] / "data" / "profilers" / "nsys-version.txt").read_text()
+        assert (site / "pocforge" / "frameworks" / "process.py").is_file()
 
 
 def test_bringup_looks_for_each_gpu_profiler_where_its_launches_run_it(
-    cluster, inventory, tmp_path
+    brought_up, inventory, tmp_path
 ):
     """A profiled POC's tool, looked for before any launch: nsys in the runtime's image (an
     image with it passes and its version is kept; the bare one fails every node, naming the
     image and the spec field), and on the nodes' PATH (where none has it: each node fails,
     saying what to install). Before the tests below, which take hosts away."""
-    import subprocess
+    from pocforge.rehearse.image import engine_env
 
-    if shutil.which("podman") is None:
-        pytest.skip("podman is not installed (make setup installs it)")
-    from pocforge.rehearse.image import build_image, engine_env
-
-    env = engine_env("podman")
-
-    def podman(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["podman", *args], capture_output=True, text=True, env=env)
-
-    bare = build_image("podman")
-    tool = tmp_path / "nsys"  # stands for Nsight Systems' CLI: prints what the real one did
-    tool.write_text(f"#!/bin/sh\nprintf '%s\\n' {NSYS_VERSION.strip()!r}\n")
-    tool.chmod(0o755)
-    tag = f"localhost/pocforge-nsys-test:{cluster.tag}"
-    made = podman("create", "--name", f"nsys-{cluster.tag}", bare, "sh")
-    assert made.returncode == 0, made.stderr
-    try:
-        assert podman("cp", str(tool), f"nsys-{cluster.tag}:/bin/nsys").returncode == 0
-        assert podman("commit", "--quiet", f"nsys-{cluster.tag}", tag).returncode == 0
-        field = "serving.workloads[chat].profile.tool"
-        check = {"tool": "nsys", "engine": "podman", "field": field, "purpose": "the launches"}
-        extra = {"profiler_tools_env": {"CONTAINERS_CONF": env["CONTAINERS_CONF"]}}
-        found = run_playbook(
-            "bringup.yml",
-            inventory,
-            tmp_path,
-            extravars={**extra, "profiler_tools_checks": [{**check, "image": tag}]},
-        )
-        assert found.rc == 0, found.to_dict()
-        for host in found.hosts.values():
-            (data,) = host.facts["profiler_tools_data"]
-            assert data == {
-                "tool": "nsys",
-                "image": tag,
-                "path": "/bin/nsys",
-                "version": NSYS_VERSION.strip(),
-            }
-        refused = run_playbook(
-            "bringup.yml",
-            inventory,
-            tmp_path,
-            extravars={
-                **extra,
-                "profiler_tools_checks": [
-                    {**check, "image": bare},
-                    {**check, "engine": None, "image": None},
-                ],
-            },
-        )
-        for name, host in refused.hosts.items():
-            assert host.status == "failed", host
-            assert f"nsys does not run in image {bare} on {name} (nsys: not found)" in host.error
-            assert f"nsys does not run on {name} (nsys: not found)" in host.error
-            assert f"{field} asks for it" in host.error and "Nsight Systems" in host.error
-            assert f"or set {field} to torch" in host.error
-    finally:
-        podman("rm", "--force", f"nsys-{cluster.tag}")
-        podman("rmi", "--force", tag)
+    images = _needs_podman(brought_up)
+    for host in brought_up["up"].hosts.values():
+        (data,) = host.facts["profiler_tools_data"]
+        assert data == {
+            "tool": "nsys",
+            "image": images["with_nsys"],
+            "path": "/bin/nsys",
+            "version": NSYS_VERSION.strip(),
+        }
+    refused = run_playbook(
+        "bringup.yml",
+        inventory,
+        tmp_path,
+        extravars={
+            "profiler_tools_env": {"CONTAINERS_CONF": engine_env("podman")["CONTAINERS_CONF"]},
+            "profiler_tools_checks": [
+                _nsys_check(images["bare"]),
+                _nsys_check(None),
+            ],
+        },
+    )
+    bare = images["bare"]
+    for name, host in refused.hosts.items():
+        assert host.status == "failed", host
+        assert f"nsys does not run in image {bare} on {name} (nsys: not found)" in host.error
+        assert f"nsys does not run on {name} (nsys: not found)" in host.error
+        assert f"{PROFILE_FIELD} asks for it" in host.error and "Nsight Systems" in host.error
+        assert f"or set {PROFILE_FIELD} to torch" in host.error
 
 
 def test_a_host_short_of_gpus_without_any_or_unreachable_fails_alone(cluster, inventory, tmp_path):

@@ -80,19 +80,24 @@ def _edit(poc_yaml: Path, *changes: Callable[[dict], None]) -> None:
     poc_yaml.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
-def _five_seconds_a_repeat(data: dict) -> None:
-    """Each repeat of the POC's point runs 5 s (its 8 prompts take about one): long enough
-    for both nodes' recorders to sample it and to lose a node in (after its fourth
-    request); the engines eager."""
-    (workload,) = data["serving"]["workloads"]
-    workload.update(num_prompts=400, duration_s=5)
-    # eager, as every test server: vLLM's CPU graph compile (g++ on 2 cores) is minutes
-    # per start under load
-    data["serving"]["engine_args"]["enforce-eager"] = True
-    # and no torch.compile at all: vLLM compiles its logprobs op (sample/ops/logprobs.py)
-    # at the first prompt that asks for log-probabilities (the sanity gate's), g++ for 15 s
-    # per engine on a fresh node, where this machine's warm inductor cache takes 1 s
-    data["serving"].setdefault("runtime", {}).setdefault("env", {})["TORCHDYNAMO_DISABLE"] = "1"
+def _seconds_a_repeat(seconds: int) -> Callable[[dict], None]:
+    """Each repeat of the POC's point runs ``seconds`` (its 8 prompts take about one): 2 s
+    give both nodes' recorders their samples over 3 repeats; 5 s give time to lose a node
+    in (after its fourth request). The engines eager."""
+
+    def change(data: dict) -> None:
+        (workload,) = data["serving"]["workloads"]
+        workload.update(num_prompts=400, duration_s=seconds)
+        # eager, as every test server: vLLM's CPU graph compile (g++ on 2 cores) is
+        # minutes per start under load
+        data["serving"]["engine_args"]["enforce-eager"] = True
+        # and no torch.compile at all: vLLM compiles its logprobs op
+        # (sample/ops/logprobs.py) at the first prompt that asks for log-probabilities (the
+        # sanity gate's), g++ for 15 s per engine on a fresh node, where this machine's warm
+        # inductor cache takes 1 s
+        data["serving"].setdefault("runtime", {}).setdefault("env", {})["TORCHDYNAMO_DISABLE"] = "1"
+
+    return change
 
 
 def _left_behind(made, host, before: dict[str, set[int]]) -> list[str]:
@@ -111,7 +116,7 @@ def rehearsal(tmp_path_factory, request):
     stay up for the tests and are torn down (and checked gone) at the end."""
     root = tmp_path_factory.mktemp("rehearse")
     shutil.copytree(REPO / "pocs" / POC, root / "pocs" / POC)
-    _edit(root / "pocs" / POC / "poc.yaml", _five_seconds_a_repeat, _with_canary_secrets)
+    _edit(root / "pocs" / POC / "poc.yaml", _seconds_a_repeat(2), _with_canary_secrets)
     saved = {name: os.environ.get(name) for name in CANARIES}
     os.environ.update(CANARIES)
 
@@ -384,54 +389,6 @@ def test_a_non_root_ssh_user_gets_root_only_through_become(rehearsal, non_root_u
     assert all((h.opt / "pocforge").stat().st_uid == uid for h in made.hosts)
 
 
-def test_bringup_builds_a_framework_venv_with_the_kits_wheels_without_an_index(rehearsal, tmp_path):
-    """A venv runtime as bring-up makes it on a GPU node, here with no requirements (the
-    nodes reach no registry): the venv is created, the kit's wheels built on this machine
-    are copied and installed into it with --no-index, its packages are in the facts, and
-    the weights are staged into each node's private /opt; a second bring-up changes
-    nothing."""
-    from pocforge.cluster import expectations_from_spec, run_playbook_stage
-    from pocforge.cluster.driver import PLAYBOOKS
-    from pocforge.runtimes.provision import kit_wheels
-
-    made, spec = rehearsal["made"], rehearsal["kit_variant"]
-    python = "/opt/pocforge/venvs/probe/bin/python"
-    weights = rehearsal["store"].root.parent / "shared-weights"  # a folder the nodes see
-    weights.mkdir()
-    (weights / "config.json").write_text('{"layers": 2}')
-    (weights / "weights.bin").write_bytes(b"\0" * 4096)
-    variables = {
-        "model_staging_source": str(weights),
-        "model_staging_dest": "/opt/models/tiny",
-        "python_env_venvs": [
-            {"name": "probe", "python": python, "create": True, "requirements": []}
-        ],
-        "python_env_wheels_dir": "/opt/pocforge/wheels",
-        "python_env_wheels_src": str(kit_wheels()),
-        **rehearsal["nodes"].extravars,
-    }
-    inventory = made.inventory(tmp_path / "hosts.yml")
-    expectations = expectations_from_spec(spec)
-    runs = []
-    for _ in range(2):
-        run = rehearsal["store"].create(spec)
-        runs.append(
-            run_playbook_stage(run, PLAYBOOKS["up"], inventory, expectations, extravars=variables)
-        )
-    for name in ("h1", "h2"):
-        first, second = runs[0].hosts[name], runs[1].hosts[name]
-        assert first.status == "ok", first.error
-        envs = first.facts["python_env_data"]["envs"]
-        assert envs["probe"]["pocforge"] == envs["probe"]["pocforge-kernels"] == "0.1.0"
-        assert second.status == "ok" and second.changed_tasks == []
-    for host in made.hosts:  # each node's private /opt received its own copy
-        assert (host.opt / "models" / "tiny" / "weights.bin").stat().st_size == 4096
-        site = next(
-            (host.opt / "pocforge" / "venvs" / "probe" / "lib").glob("python3*/site-packages")
-        )
-        assert (site / "pocforge" / "frameworks" / "process.py").is_file()
-
-
 PD = "tiny-llama-2node-fp32-cpu-vllm-pd"
 
 
@@ -440,8 +397,8 @@ def pd_lost(rehearsal):
     """The 2-node P/D POC on the same nodes (this machine's environment): prefill and the
     router on h1, decode on h2. The router's counters are read once the sweep is under way
     and again once it has served four more requests; then h2 loses its sshd and every
-    process, and the failed run's state is recorded; h2 is brought back. The nodes were
-    checked by the module's run: bring-up (idempotent) and serving only."""
+    process, and the failed run's state is recorded; h2 is brought back. The module's run
+    brought the nodes up and checked them: the serving stage only."""
     import threading
     import time
     import urllib.request
@@ -452,7 +409,7 @@ def pd_lost(rehearsal):
     h1, h2 = made.hosts
     root = rehearsal["store"].root.parent
     shutil.copytree(REPO / "pocs" / PD, root / "pocs" / PD)
-    _edit(root / "pocs" / PD / "poc.yaml", _five_seconds_a_repeat)
+    _edit(root / "pocs" / PD / "poc.yaml", _seconds_a_repeat(5))
     variant, nodes = rehearsal_target(
         made, root / "pocs" / PD / "poc.yaml", root / ".artifacts" / "pd", PD, "kit"
     )
@@ -484,7 +441,7 @@ def pd_lost(rehearsal):
     killer = threading.Thread(target=lose_h2_mid_sweep, daemon=True)
     killer.start()
     try:
-        run_poc(variant, nodes=nodes, store=store, only=["bringup", "serving"], say=lines.append)
+        run_poc(variant, nodes=nodes, store=store, only=["serving"], say=lines.append)
     except NodeFailure as exc:
         fault["error"] = str(exc)
     killer.join(timeout=10)
