@@ -167,7 +167,7 @@ def test_two_checks_in_one_process_each_compile_their_own(tmp_path):
     code = (
         "import torch\n"
         "from pocforge_kernels.compile_check import compile_all\n"
-        "runs = [compile_all(['sm90'], ['rms_norm'], d) for d in (torch.bfloat16, torch.float16)]\n"
+        "runs = [compile_all(['sm90'], ['silu_and_mul'], d) for d in (torch.bfloat16, torch.float16)]\n"
         "print([len(r['records']) for r in runs], all(r['ok'] for r in runs))\n"
     )
     env = _compiler_env(tmp_path)
