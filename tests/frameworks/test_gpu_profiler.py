@@ -21,13 +21,8 @@ import pytest
 
 from pocforge.frameworks import LaunchContext, gpu_profiler
 from pocforge.frameworks.megatron import profile_args
-from pocforge.frameworks.process import (
-    WORKDIR,
-    ManagedProcess,
-    NodeLaunch,
-    nsys_summaries,
-    profile_pending,
-)
+from pocforge.frameworks.process import WORKDIR, ManagedProcess, NodeLaunch
+from pocforge.frameworks.profilers import PROFILERS, profiler
 from pocforge.report import kernel_stats
 from pocforge.runtimes import plan_nodes
 from pocforge.spec import load_spec
@@ -42,7 +37,7 @@ def launch(argv: list[str], role: str = "server", **kwargs) -> NodeLaunch:
 
 
 def test_nsys_records_the_cuda_profiler_ranges_with_a_report_each():
-    argv = gpu_profiler.tool_argv("nsys", "/opt/pocforge/run/profiles/incoming")
+    argv = profiler("nsys").argv("/opt/pocforge/run/profiles/incoming")
     line = " ".join(argv)
     assert argv[:2] == ["nsys", "profile"]
     assert "--capture-range cudaProfilerApi --capture-range-end repeat" in line
@@ -51,13 +46,13 @@ def test_nsys_records_the_cuda_profiler_ranges_with_a_report_each():
 
 
 def test_rocprofv3_starts_paused_with_its_counters():
-    argv = gpu_profiler.tool_argv("rocprofv3", "/p", ["SQ_WAVES", "GRBM_GUI_ACTIVE"])
+    argv = profiler("rocprofv3").argv("/p", ["SQ_WAVES", "GRBM_GUI_ACTIVE"])
     assert argv[:2] == ["rocprofv3", "--selected-regions"]
     assert {"--kernel-trace", "--stats", "--marker-trace"} <= set(argv)
     assert argv[argv.index("--output-directory") + 1] == "/p/rocprofv3"
     assert argv[-4:] == ["--pmc", "SQ_WAVES", "GRBM_GUI_ACTIVE", "--"]
-    with pytest.raises(ValueError, match="no GPU profiler 'perf'"):
-        gpu_profiler.tool_argv("perf", "/p")
+    with pytest.raises(ValueError, match="no profiler 'perf'"):
+        profiler("perf")
 
 
 def test_the_profiler_goes_right_before_the_frameworks_own_argv():
@@ -117,9 +112,9 @@ def test_megatron_marks_the_steps_for_a_gpu_tool_without_torchs_profiler():
 
 def test_an_nsys_report_is_pending_until_written(tmp_path):
     raw, report = tmp_path / "nsys-h-1.qdstrm", tmp_path / "nsys-h-1.nsys-rep"
-    assert profile_pending([], "vllm", "nsys") == ["an nsys report"]
-    assert profile_pending([raw], "vllm", "nsys") == [raw.name]
-    assert profile_pending([report], "vllm", "nsys") == []
+    assert PROFILERS["nsys"].pending([], "vllm") == ["an nsys report"]
+    assert PROFILERS["nsys"].pending([raw], "vllm") == [raw.name]
+    assert PROFILERS["nsys"].pending([report], "vllm") == []
 
 
 @pytest.mark.process
@@ -140,7 +135,7 @@ def test_each_report_is_summed_into_the_kernel_table_the_dashboard_reads(tmp_pat
     reports = [tmp_path / "nsys-h200-01-4242.1.nsys-rep", tmp_path / "trace.pt.trace.json.gz"]
     for path in reports:
         path.write_bytes(b"x")
-    assert nsys_summaries(reports, str(nsys)) == []
+    assert PROFILERS["nsys"].summarize(reports, str(nsys)) == []
     (call,) = calls.read_text().splitlines()
     stem = tmp_path / "nsys-h200-01-4242.1"
     assert call == (
@@ -152,9 +147,9 @@ def test_each_report_is_summed_into_the_kernel_table_the_dashboard_reads(tmp_pat
     failing = tmp_path / "nsys-fails"
     failing.write_text("#!/bin/sh\necho 'ERROR: the report is damaged' >&2\nexit 1\n")
     failing.chmod(0o755)
-    (problem,) = nsys_summaries(reports, str(failing))
+    (problem,) = PROFILERS["nsys"].summarize(reports, str(failing))
     assert problem == f"{reports[0].name}: nsys stats exited 1: ERROR: the report is damaged"
-    (missing,) = nsys_summaries(reports, str(tmp_path / "no-nsys"))
+    (missing,) = PROFILERS["nsys"].summarize(reports, str(tmp_path / "no-nsys"))
     assert missing.startswith(f"{reports[0].name}: nsys stats: ")
 
 

@@ -34,6 +34,7 @@ def node_folder(tmp_path: Path, kind: str, launches: list[NodeLaunch]) -> Path:
     folder = tmp_path / "node"
     folder.mkdir()
     shutil.copy(launcher_script(), folder / "process.py")
+    shutil.copy(Path(launcher_script()).with_name("profilers.py"), folder)  # as the role does
     plan = {
         "poc": "p",
         "node_rank": 0,

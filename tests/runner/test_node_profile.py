@@ -1,5 +1,5 @@
-"""A profiled point's files on a cluster node: ``process.py settle-profile`` (run on the node
-by profile.yml, with the node's ``python3 -I``: standard library only) waits until they are
+"""A profiled point's files on a cluster node: ``profilers.py settle`` (run on the node by
+profile.yml, with the node's ``python3 -I``: standard library only) waits until they are
 whole and moves them into the point's folder; after collect, :func:`adopt_profiles` links
 each node's folders into the run, where the dashboard finds them."""
 
@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from pocforge.frameworks import process
+from pocforge.frameworks import profilers
 from pocforge.frameworks.base import PROFILE_DIR
-from pocforge.frameworks.gpu_profiler import ROCPROF_SUBDIR
+from pocforge.frameworks.profilers import ROCPROF_SUBDIR
 from pocforge.results.store import RunStore
 from pocforge.runner.node_profile import NODE_PROFILES, adopt_profiles, node_folder
 from pocforge.spec import load_poc
@@ -30,7 +30,7 @@ TABLE = "dp1_pp0_tp0.profiler_out.txt"
 def settle(src: Path, dest: Path, *extra: str) -> tuple[dict, float]:
     began = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-I", process.__file__, "settle-profile", str(src), str(dest), *extra],
+        [sys.executable, "-I", profilers.__file__, "settle", str(src), str(dest), *extra],
         capture_output=True,
         text=True,
         timeout=120,
@@ -49,7 +49,7 @@ def test_the_table_written_after_the_trace_is_waited_for_and_both_moved(tmp_path
         (src / TABLE).write_text("Name  Self CPU %\n")
 
     threading.Thread(target=table_later, daemon=True).start()
-    said, _ = settle(src, dest, "--framework", "vllm", "--timeout", "60")
+    said, _ = settle(src, dest, "--framework", "vllm", "--deadline", "60")
     assert said == {"moved": 2, "missing_tables": [], "problems": [], "failed": [], "set_aside": 0}
     assert sorted(p.name for p in dest.iterdir()) == sorted([TABLE, TRACE])
     assert not list(src.iterdir())  # out of the way of the next point's
@@ -59,7 +59,7 @@ def test_a_table_that_never_comes_is_named_after_the_timeout(tmp_path):
     src, dest = tmp_path / "incoming", tmp_path / "profile-c2"
     src.mkdir()
     (src / TRACE).write_bytes(b"\x1f\x8b trace")
-    said, took = settle(src, dest, "--framework", "vllm", "--timeout", "3")
+    said, took = settle(src, dest, "--framework", "vllm", "--deadline", "3")
     assert (
         said
         == {
@@ -82,14 +82,14 @@ def test_a_failure_the_workers_log_ends_the_wait_once_per_point(tmp_path):
     src.mkdir()
     logs.mkdir()
     old = logs / "poc-vllm-rank1-20261203T100000Z.log"
-    old.write_text(f"(Worker pid=9) WARNING {process.PROFILE_STOP_FAILED}: an old server's\n")
+    old.write_text(f"(Worker pid=9) WARNING {profilers.STOP_FAILED}: an old server's\n")
     os.utime(old, (1_000_000, 1_000_000))
     log = logs / "poc-vllm-rank1-20261203T110000Z.log"
-    line = f"(Worker pid=38) WARNING 12-03 16:01:38 [wrapper.py:100] {process.PROFILE_STOP_FAILED}: 'utf-8' codec can't decode byte 0x89"  # noqa: E501
+    line = f"(Worker pid=38) WARNING 12-03 16:01:38 [wrapper.py:100] {profilers.STOP_FAILED}: 'utf-8' codec can't decode byte 0x89"  # noqa: E501
     log.write_text(f"INFO serving\n{line}\nINFO more requests\n")
     since = str(int(time.time()) - 60)
     (src / TRACE).write_bytes(b"\x1f\x8b trace")
-    args = ("--framework", "vllm", "--timeout", "60", "--logs", str(logs), "--since", since)
+    args = ("--framework", "vllm", "--deadline", "60", "--logs", str(logs), "--since", since)
     said, took = settle(src, tmp_path / "profile-c2", *args)
     assert said == {
         "moved": 1,
@@ -133,17 +133,24 @@ def test_an_earlier_attempts_files_are_set_aside_not_mixed_into_the_point(tmp_pa
         [b"\x1f\x8b attempt 1, settled", b"\x1f\x8b attempt 1, written after its settle"]
     )
     assert list(logs.iterdir()) == [logs / "poc-vllm-rank1-20261204T014113Z.log"]
-    assert (profiles / process.PROFILE_LOGS_SEEN).is_file()
+    assert (profiles / profilers.LOGS_SEEN).is_file()
 
 
-def test_a_node_with_no_engine_is_not_kept_waiting(tmp_path):
-    said, took = settle(
-        tmp_path / "incoming", tmp_path / "dest", "--framework", "vllm", "--empty-after", "1"
-    )
-    assert (
-        said == {"moved": 0, "missing_tables": [], "problems": [], "failed": [], "set_aside": 0}
-        and took < 30
-    )
+@pytest.mark.parametrize("launches", [[], [{"role": "router"}]], ids=["none", "a router"])
+def test_a_node_with_no_engine_is_not_kept_waiting(tmp_path, launches):
+    """Its plan (serve.launches.json) holds no engine whose profiler writes there: nothing
+    is waited for; a node with an engine waits for its files as above."""
+    plan = tmp_path / "serve.launches.json"
+    plan.write_text(json.dumps({"poc": "p", "node_rank": 1, "launches": launches}))
+    args = ("--framework", "vllm", "--deadline", "60", "--plan", str(plan))
+    said, took = settle(tmp_path / "incoming", tmp_path / "dest", *args)
+    assert said == {"moved": 0, "missing_tables": [], "problems": [], "failed": [], "set_aside": 0}
+    assert took < 10
+    plan.write_text(json.dumps({"launches": [{"role": "router"}, {"role": "decode"}]}))
+    (tmp_path / "incoming" / TRACE).write_bytes(b"\x1f\x8b trace")
+    (tmp_path / "incoming" / TABLE).write_text("Name  Self CPU %\n")
+    said, _ = settle(tmp_path / "incoming", tmp_path / "dest", *args)
+    assert said["moved"] == 2
 
 
 def test_each_nodes_profiled_points_are_linked_into_the_run(tmp_path):

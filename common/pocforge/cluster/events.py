@@ -25,7 +25,7 @@ FACT_KEYS = (
 # Facts that carry a role's raw measurements (collectives: each nccl-tests run's stdout, and
 # each expert-parallel benchmark's); kept on the host for the driver's result files, not in
 # the facts saved for provenance.
-# (profile: what process.py settle-profile moved on the node)
+# (profile: what profilers.py settle moved on the node)
 OUTPUT_KEYS = ("collectives_runs", "collectives_ep_runs", "profile_moved")
 SETUP_KEYS = (
     "hostname",

@@ -34,44 +34,13 @@ from pathlib import Path
 
 from pocforge.frameworks.base import PROFILE_DIR, profiled_workload
 from pocforge.frameworks.process import WORKDIR, NodeLaunch
+from pocforge.frameworks.profilers import profiler
 
 GATE_SITE = Path(__file__).with_name("_roctx_site.py")  # copied, never imported here
 GATE_DIR = "roctx-site"  # in the launch's working directory on the node
-ROCPROF_SUBDIR = "rocprofv3"  # under the profile folder: what rocprofv3 writes at exit
-NSYS_PREFIX = "nsys"  # report names: nsys-<host>-<pid>[.<range>].nsys-rep
 # the framework roles a GPU profiler wraps: the processes that run the model (not a P/D
 # router, not a Ray worker node's own agent, not a training launcher's helpers)
 PROFILED_ROLES = ("server", "headless", "prefill", "decode", "launcher", "trainer")
-
-
-def tool_argv(tool: str, out_dir: str, counters: list[str] = ()) -> list[str]:
-    """The profiler's command line up to the program it runs."""
-    if tool == "nsys":
-        return [
-            "nsys", "profile",
-            "--trace", "cuda,nvtx,osrt",
-            "--trace-fork-before-exec", "true",  # the workers a server or launcher starts
-            "--cuda-graph-trace", "node",  # kernels inside CUDA graphs, one by one
-            "--capture-range", "cudaProfilerApi",
-            "--capture-range-end", "repeat",  # a report per start/stop: per point or range
-            "--force-overwrite", "true",
-            "--output", f"{out_dir}/{NSYS_PREFIX}-%h-%p",
-        ]  # fmt: skip
-    if tool == "rocprofv3":
-        argv = [
-            "rocprofv3",
-            "--selected-regions",  # paused until roctxProfilerResume (the gate)
-            "--marker-trace",
-            "--kernel-trace",
-            "--stats",
-            "--output-format", "csv",
-            "--output-directory", f"{out_dir}/{ROCPROF_SUBDIR}",
-            "--output-file", "%hostname%-%pid%",
-        ]  # fmt: skip
-        if counters:
-            argv += ["--pmc", *counters]
-        return [*argv, "--"]
-    raise ValueError(f"no GPU profiler {tool!r} (nsys or rocprofv3)")
 
 
 def gate_argv() -> list[str]:
@@ -85,7 +54,7 @@ def gate_argv() -> list[str]:
 def with_gate_file(launch: NodeLaunch, tool: str) -> NodeLaunch:
     """``launch`` with the rocprofv3 gate among the files written to its working directory
     (before a container wraps it, so the folder is mounted)."""
-    if tool != "rocprofv3" or launch.role not in PROFILED_ROLES:
+    if not profiler(tool).gated or launch.role not in PROFILED_ROLES:
         return launch
     files = {**launch.files, f"{GATE_DIR}/sitecustomize.py": GATE_SITE.read_text()}
     return dataclasses.replace(launch, files=files)
@@ -99,8 +68,8 @@ def wrapped(launch: NodeLaunch, tool: str, out_dir: str, counters: list[str] = (
     inner = (launch.runtime or {}).get("inner_argv") or launch.argv
     cut = len(launch.argv) - len(inner)
     assert launch.argv[cut:] == inner, "the framework's argv ends the launch"
-    prefix = tool_argv(tool, out_dir, counters)
-    if tool == "rocprofv3":
+    prefix = profiler(tool).argv(out_dir, counters)
+    if profiler(tool).gated:
         prefix += gate_argv()
     return dataclasses.replace(launch, argv=[*launch.argv[:cut], *prefix, *inner])
 
@@ -158,6 +127,6 @@ def rocprof_point(spec) -> tuple[str, str] | None:
     """The (workload, point) a serving stage profiles with rocprofv3 (validate allows one:
     its files come at the server's exit), else None."""
     workload = profiled_workload(spec)
-    if workload is None or workload.profile.tool != "rocprofv3":
+    if workload is None or not profiler(workload.profile.tool).at_exit:
         return None
     return workload.name, workload.profile.points[0]

@@ -6,8 +6,9 @@ Each process gets its own session (process group), so stopping ends everything i
 file as they are written; errors carry the last lines of that log.
 
 This module is the kit's one process manager, here and on the nodes: it imports nothing
-but the standard library, so bring-up need not install the kit on a node. The workload
-role copies this file to the node and runs it on the launches the controller planned::
+but the standard library and ``profilers.py`` (the same), so bring-up need not install the
+kit on a node. The workload role copies both files to the node and runs this one on the
+launches the controller planned::
 
     python3 process.py serve serve.launches.json   # start in order, stay up until SIGTERM
     python3 process.py run train.launches.json     # run to completion, exit with its code
@@ -22,12 +23,10 @@ import argparse
 import contextlib
 import ctypes
 import errno
-import fnmatch
 import json
 import os
 import random
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
@@ -43,6 +42,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
+
+if __package__:  # the kit's
+    from pocforge.frameworks import profilers
+else:  # a script on a node: the workload role copies profilers.py beside it (found there
+    # also under ``python3 -I``, which leaves the script's folder off sys.path)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import profilers
 
 Role = Literal[
     "server",
@@ -701,266 +707,23 @@ def run_to_completion(launch: NodeLaunch, log: Path, timeout_s: float, workdir: 
     return code
 
 
-# ---------------------------------------------------------------- a profiled point's files
-
-PROFILE_SETTLE_S = 120.0
-PROFILE_TABLE_SUFFIX = ".profiler_out.txt"  # vLLM's per-worker table of top operations
-PROFILE_TRACE_SUFFIXES = (".trace.json.gz", ".trace.json")
-# what vLLM's worker logs when its profiler raised on stop (torch's ``key_averages`` raises
-# a UnicodeDecodeError there, pytorch/kineto#988): it then writes no table
-PROFILE_STOP_FAILED = "Failed to stop profiler"
-# on a node, beside the profiler's folder: how far each launch log was read for those lines
-PROFILE_LOGS_SEEN = ".profile-logs-seen.json"
-
-
-def stop_failures(logs: dict[Path, int]) -> tuple[list[str], dict[Path, int]]:
-    """The lines of each log, from its offset on, saying a profiler failed to stop; and
-    each log's offset after them (a log shorter than its offset, started again, is read
-    from its start)."""
-    lines: list[str] = []
-    read_to: dict[Path, int] = {}
-    for log, start in logs.items():
-        try:
-            with Path(log).open("rb") as handle:
-                if start > os.fstat(handle.fileno()).st_size:
-                    start = 0
-                handle.seek(start)
-                data = handle.read()
-        except OSError:
-            read_to[log] = start
-            continue
-        read_to[log] = start + len(data)
-        text = data.decode(errors="replace")
-        lines += [line.strip() for line in text.splitlines() if PROFILE_STOP_FAILED in line]
-    return lines, read_to
-
-
-def node_logs(log_dir: Path, since: float, seen: Path) -> dict[Path, int]:
-    """A node's launch logs written since ``since`` (a UNIX time: the profiled point's
-    start), each with the offset an earlier point's settle read it to (kept in ``seen``;
-    0 for a new one)."""
-    offsets = _logs_seen(seen)
-    logs = {}
-    for log in sorted(Path(log_dir).glob("*.log")):
-        with contextlib.suppress(OSError):
-            if log.stat().st_mtime >= since:
-                logs[log] = offsets.get(log.name, 0)
-    return logs
-
-
-def _logs_seen(seen: Path) -> dict[str, int]:
-    """How far an earlier settle read each log (empty where it never ran or its file is torn)."""
-    try:
-        offsets = json.loads(Path(seen).read_text())
-    except (OSError, ValueError):
-        return {}
-    if not isinstance(offsets, dict):
-        return {}
-    return {name: size for name, size in offsets.items() if isinstance(size, int)}
-
-
-def keep_logs_seen(seen: Path, read_to: dict[Path, int]) -> None:
-    """Record in ``seen`` how far each log was read, so the next point's settle reads on
-    from there."""
-    offsets = _logs_seen(seen)
-    offsets.update({log.name: size for log, size in read_to.items()})
-    with contextlib.suppress(OSError):
-        Path(seen).write_text(json.dumps(offsets, sort_keys=True))
-
-
-def set_aside(dest: Path, src: Path, since: float) -> int:
-    """An earlier attempt's files (a resumed run on nodes that kept their run folder):
-    the point's folder it filled, and what its profilers wrote into ``src`` before this
-    point began (mtime before ``since``), moved together into ``.<dest>.before-<time>``
-    beside it (fetched with the run, not shown as this point's); how many files."""
-    stale = []
-    if since > 0 and src.is_dir():
-        with contextlib.suppress(OSError):
-            stale = [p for p in src.iterdir() if p.is_file() and p.stat().st_mtime < since]
-    earlier = [p for p in dest.rglob("*") if p.is_file()] if dest.is_dir() else []
-    if not earlier and not stale:
-        return 0
-    aside = dest.with_name(f".{dest.name}.before-{int(time.time())}")
-    if dest.is_dir():
-        dest.rename(aside)
-    move_profile(stale, aside)
-    return len(earlier) + len(stale)
-
-
-NSYS_REPORT_SUFFIX = ".nsys-rep"
-# what nsys writes while a range's report is still being made (its raw stream, turned into
-# the report once the range ends), and the kernel table the kit sums each report into
-# (``nsys stats``; the dashboard reads it)
-NSYS_PENDING_SUFFIXES = (".qdstrm",)
-NSYS_KERNEL_REPORT = "cuda_gpu_kern_sum"
-# the GPU profilers' kernel summaries, as the tools name them: rocprofv3 --stats, nsys stats
-# (CSV or its column text), legacy rocprof --stats (pocforge.report.kernel_stats reads them)
-KERNEL_SUMMARY_PATTERNS = (
-    "*kernel_stats.csv",
-    f"*{NSYS_KERNEL_REPORT}*.csv",
-    f"*{NSYS_KERNEL_REPORT}*.txt",
-    "*results.stats.csv",
-)
-
-
-def is_kernel_summary(path: Path) -> bool:
-    """Whether ``path`` is named as a GPU profiler names its kernel summary."""
-    return any(fnmatch.fnmatch(path.name, pattern) for pattern in KERNEL_SUMMARY_PATTERNS)
-
-
-def profile_pending(files: list[Path], framework: str, tool: str = "torch") -> list[str]:
-    """What a profiled point's files still lack: vLLM torch tables (by worker), or, under
-    nsys, a report at all or one still being written."""
-    if tool == "nsys":
-        names = [p.name for p in files]
-        if any(n.endswith(NSYS_PENDING_SUFFIXES) for n in names):
-            return [n for n in names if n.endswith(NSYS_PENDING_SUFFIXES)]
-        return [] if any(n.endswith(NSYS_REPORT_SUFFIX) for n in names) else ["an nsys report"]
-    return profile_tables_missing(files, framework)
-
-
-def nsys_summaries(files: list[Path], nsys: str = "nsys", timeout_s: float = 600.0) -> list[str]:
-    """Each Nsight Systems report among ``files`` summed into its kernel table beside it
-    (``<report>_cuda_gpu_kern_sum.csv``); a line per report that could not be."""
-    problems = []
-    for report in (p for p in files if p.name.endswith(NSYS_REPORT_SUFFIX)):
-        stem = report.with_name(report.name[: -len(NSYS_REPORT_SUFFIX)])
-        argv = [nsys, "stats", "--report", NSYS_KERNEL_REPORT, "--format", "csv"]
-        argv += ["--force-export", "true", "--output", str(stem), str(report)]
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            problems.append(f"{report.name}: nsys stats: {exc}")
-            continue
-        if done.returncode != 0:
-            tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-            problems.append(f"{report.name}: nsys stats exited {done.returncode}: {tail[0]}")
-    return problems
-
-
 def nsys_reports_summed(launch: NodeLaunch, workdir: Path) -> list[str]:
     """After a finite launch that ran under nsys (a trainer): its reports summed into their
-    kernel tables (:func:`nsys_summaries`), in the folder its ``--output`` names; the
-    problems, [] for a launch not under nsys."""
-    if "nsys" not in launch.argv or "--capture-range" not in launch.argv:
-        return []
-    output = flag_value(launch.argv, "--output").replace(WORKDIR, str(workdir))
-    folder = Path(output).parent
-    folder = folder if folder.is_absolute() else workdir / folder
-    reports = sorted(folder.glob(f"*{NSYS_REPORT_SUFFIX}")) if folder.is_dir() else []
-    nsys = launch.argv[launch.argv.index("nsys")]
-    return nsys_summaries(reports, nsys)
+    kernel tables, in the folder its ``--output`` names (in ``workdir`` where relative);
+    the problems, [] for a launch not under nsys."""
 
+    def folder_of(output: str) -> Path:
+        path = Path(output.replace(WORKDIR, str(workdir)))
+        return path if path.is_absolute() else workdir / path
 
-def profile_tables_missing(files: list[Path], framework: str) -> list[str]:
-    """The vLLM workers (a trace's name up to its first dot: ``rank0``, ``dp1_pp0_tp0``)
-    whose trace is written and whose table is not yet. SGLang writes traces only."""
-    if framework != "vllm":
-        return []
-    names = {p.name for p in files}
-    workers = {n.split(".", 1)[0] for n in names if n.endswith(PROFILE_TRACE_SUFFIXES)}
-    return sorted(w for w in workers if w + PROFILE_TABLE_SUFFIX not in names)
-
-
-def settle_profile(
-    src: Path,
-    framework: str,
-    timeout_s: float = PROFILE_SETTLE_S,
-    before: frozenset[Path] = frozenset(),
-    failed: Callable[[], bool] = lambda: False,
-    empty_after_s: float | None = None,
-    tool: str = "torch",
-) -> list[Path]:
-    """The files a profiler wrote under ``src`` (those not in ``before``) once their sizes
-    hold still for a second and every vLLM worker's table is among them, or ``failed()``
-    says the profiler will write no more; what there is after ``timeout_s``.
-
-    A profiler writes after ``/stop_profile`` has returned, in its workers: vLLM's each
-    writes its trace, then sums the trace into its table (``key_averages``), which under
-    load took longer than the trace's size took to settle; nsys makes a range's report
-    after the range ends (:func:`profile_pending`). ``empty_after_s``: give up sooner when
-    nothing at all has come by then (a node that serves no engine)."""
-    started = time.monotonic()
-    deadline = started + timeout_s
-    last: dict[Path, int] = {}
-    while True:
-        new = {p: p.stat().st_size for p in Path(src).rglob("*") if p.is_file() and p not in before}
-        tables = not profile_pending(list(new), framework, tool)
-        now = time.monotonic()
-        nothing = not new and empty_after_s is not None and now - started > empty_after_s
-        if new == last and ((new and tables) or failed() or nothing) or now > deadline:
-            return sorted(new)
-        last = new
-        time.sleep(1.0)
-
-
-def move_profile(files: list[Path], dest: Path) -> list[Path]:
-    """Move ``files`` into ``dest`` (made if missing), by name; where they are now."""
-    dest.mkdir(parents=True, exist_ok=True)
-    moved = [dest / path.name for path in files]
-    for path, there in zip(files, moved, strict=True):
-        shutil.move(str(path), there)
-    return moved
-
-
-def _settle_main(argv: list[str]) -> int:
-    """``process.py settle-profile SRC DEST --framework F [--timeout S]``: on a node, a
-    profiled point's files moved into their own folder before the next point's are written
-    (an earlier attempt's set aside first, :func:`set_aside`); prints ``{"moved": N,
-    "missing_tables": [...], "problems": [...], "failed": [line], "set_aside": N}``."""
-    parser = argparse.ArgumentParser(prog="process.py settle-profile")
-    parser.add_argument("src", type=Path)
-    parser.add_argument("dest", type=Path)
-    parser.add_argument("--framework", required=True)
-    parser.add_argument("--timeout", type=float, default=PROFILE_SETTLE_S)
-    parser.add_argument("--empty-after", type=float, default=30.0)
-    parser.add_argument("--tool", default="torch", choices=["torch", "nsys"])
-    parser.add_argument("--nsys", default="nsys", help="the nsys that sums the reports")
-    parser.add_argument("--logs", type=Path, help="the launches' logs: a profiler's failure")
-    parser.add_argument("--since", type=float, default=0.0, help="the point's start (UNIX s)")
-    args = parser.parse_args(argv)
-    args.src.mkdir(parents=True, exist_ok=True)
-    earlier = set_aside(args.dest, args.src, args.since)
-    # a worker that logged its profiler's failure writes no table: no waiting it out; how
-    # far each log was read is kept beside the profiler's folder (not among the logs,
-    # which the run keeps)
-    seen = args.src.parent / PROFILE_LOGS_SEEN
-    logs = node_logs(args.logs, args.since, seen) if args.logs else {}
-    failed: list[str] = []
-
-    def stopped_failing() -> bool:
-        found, read_to = stop_failures(logs)
-        failed.extend(found)
-        logs.update(read_to)
-        return bool(failed)
-
-    files = settle_profile(
-        args.src,
-        args.framework,
-        args.timeout,
-        failed=stopped_failing,
-        empty_after_s=args.empty_after,
-        tool=args.tool,
-    )
-    stopped_failing()  # and what came in the last second
-    if args.logs:
-        keep_logs_seen(seen, logs)
-    missing = profile_pending(files, args.framework, args.tool)
-    moved = move_profile(files, args.dest)
-    problems = nsys_summaries(moved, args.nsys) if args.tool == "nsys" else []
-    report = {"moved": len(files), "missing_tables": missing, "problems": problems}
-    print(json.dumps({**report, "failed": failed[:1], "set_aside": earlier}), flush=True)
-    return 0
+    return profilers.reports_summed(launch.argv, folder_of)
 
 
 def main(argv: list[str] | None = None) -> int:
     """The node side: ``serve`` or ``run`` the launches in a plan file the controller wrote
     (``{"poc": name, "node_rank": N, "timeout_s": S, "launches": [NodeLaunch.as_dict()]}``),
-    in the plan file's folder, logs under ``logs/`` beside it; ``settle-profile`` a
-    profiled point's files (:func:`_settle_main`)."""
+    in the plan file's folder, logs under ``logs/`` beside it."""
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["settle-profile"]:
-        return _settle_main(argv[1:])
     parser = argparse.ArgumentParser(
         prog="process.py", description="Start the launches the pocforge controller planned."
     )

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pocforge.frameworks.process import KERNEL_SUMMARY_PATTERNS
+from pocforge.frameworks.profilers import KERNEL_SUMMARY_PATTERNS
 
 # Files a profiled point's folder may hold: what the tools name them
 PATTERNS = KERNEL_SUMMARY_PATTERNS

@@ -20,18 +20,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from pocforge.frameworks.process import (
-    PROFILE_TABLE_SUFFIX,
-    PROFILE_TRACE_SUFFIXES,
-    is_kernel_summary,
-)
+from pocforge.frameworks.profilers import TABLE_SUFFIX, TRACE_SUFFIXES, is_kernel_summary
 from pocforge.report import kernel_stats, trace_ops
 from pocforge.report.ops_table import TOP, OpsTable, read_table
 from pocforge.results.schema import ServingResult
 
 PREFIX = "profile-"  # serving/<workload>/profile-<point>/ (pocforge.runner.profile)
-TRACE_SUFFIXES = PROFILE_TRACE_SUFFIXES
-TABLE_SUFFIX = PROFILE_TABLE_SUFFIX
 UNITS = ("B", "KB", "MB", "GB")
 CPU_TOTAL = "Self CPU time total"  # torch's table's one total on a run of no device
 

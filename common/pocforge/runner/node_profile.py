@@ -5,7 +5,7 @@ profilers write on their nodes, so the points' files are kept there and brought 
   the entry server's API, as a run here does; the profiler of every engine behind it (a DP
   rank on another node too) writes on its own node, in ``PROFILE_DIR``.
 - After the point, ``profile.yml`` runs on the serving nodes: the kit's process manager
-  (``process.py settle-profile``) waits until the files are whole (vLLM: each worker's
+  (``profilers.py settle``) waits until the files are whole (vLLM: each worker's
   table beside its trace) and moves them into the point's own folder on the node
   (``<run folder>/profiles/<workload>/profile-<point>/``), out of the way of the next
   profiled point's, whose vLLM table has the same name.
@@ -28,7 +28,7 @@ from pocforge.bench.summary import PointSummary
 from pocforge.cluster.driver import PLAYBOOKS, ClusterError, run_playbook
 from pocforge.cluster.workload import WORKDIR
 from pocforge.frameworks.base import PROFILE_DIR
-from pocforge.frameworks.gpu_profiler import ROCPROF_SUBDIR
+from pocforge.frameworks.profilers import ROCPROF_SUBDIR
 from pocforge.report.profiles import PREFIX
 from pocforge.runner.profile import SETTLE_S, ProfileHook
 
@@ -64,20 +64,24 @@ class NodeProfileHook(ProfileHook):
         if point.id not in self.points:
             return
         self._since = time.time()  # the nodes read their logs from here for a failed stop
-        self._post("/start_profile", self._start_body(PROFILE_DIR))
-        self.say(f"profile: {point.id} under {self._profiler()}, on the nodes")
+        self._post("/start_profile", self.profiler.start_body(self.framework, PROFILE_DIR))
+        self.say(
+            f"profile: {point.id} under {self.profiler.describe(self.framework)}, on the nodes"
+        )
 
     def after_profile(self, point: PointSummary, interrupted: bool) -> None:
         if not self._stop(point, interrupted):
             return
-        if self.tool == "rocprofv3":  # written at the servers' exit: collect.yml stops them
-            self.say(f"profile: {point.id}: rocprofv3 writes its files when the servers stop")
+        if self.profiler.at_exit:  # written at the servers' exit: collect.yml stops them
+            self.say(
+                f"profile: {point.id}: {self.profiler.name} writes its files when the servers stop"
+            )
             return
         variables = {
             "profile_src": PROFILE_DIR,
             "profile_dest": node_folder(self.workload, point.id),
             "profile_framework": self.framework,
-            "profile_tool": self.tool,
+            "profile_tool": self.profiler.name,
             "profile_settle_s": int(SETTLE_S),
             "profile_workdir": WORKDIR,
             "profile_since": int(self._since),

@@ -20,21 +20,11 @@ from pathlib import Path
 
 from pocforge.bench.summary import PointSummary
 from pocforge.bench.sweep import PointHook
-from pocforge.frameworks.process import (
-    PROFILE_SETTLE_S,
-    PROFILE_STOP_FAILED,
-    move_profile,
-    nsys_summaries,
-    profile_pending,
-    settle_profile,
-    stop_failures,
-)
+from pocforge.frameworks import profilers
 
 Say = Callable[[str], None]
-# a profiler writes its files after stop_profile returns, in its workers: vLLM's each writes
-# its trace, then sums the trace into its table (``key_averages``), which under load took
-# longer than the trace's size took to settle (CI: the table came after the files were moved)
-SETTLE_S = PROFILE_SETTLE_S
+# the one deadline for a profiled point's files (pocforge.frameworks.profilers)
+SETTLE_S = profilers.SETTLE_S
 # the server's answer to /stop_profile comes once its profilers stopped (vLLM: every
 # engine's); after an interrupted pass (Ctrl-C, a node lost) it is waited for this long,
 # not the full timeout: a lost engine never answers (a DP engine's node lost: h1's API
@@ -43,7 +33,7 @@ STOP_S = 300
 INTERRUPTED_STOP_S = 30
 # what vLLM's worker logs when its profiler raised on stop: it then writes no table, so the
 # kit stops waiting
-STOP_FAILED = PROFILE_STOP_FAILED
+STOP_FAILED = profilers.STOP_FAILED
 
 
 class ProfileError(RuntimeError):
@@ -64,11 +54,11 @@ class ProfileHook(PointHook):
     ):
         """``logs``: the server processes' log files, read for a profiler that failed to
         stop. ``tool``: ``torch``, or the GPU profiler the server runs under (nsys,
-        rocprofv3: :mod:`pocforge.frameworks.gpu_profiler`)."""
+        rocprofv3: :mod:`pocforge.frameworks.profilers`)."""
         self.base_url, self.framework, self.points = base_url.rstrip("/"), framework, set(points)
         self.trace_dir, self.folder, self.say = Path(trace_dir), Path(folder), say
         self.logs = [Path(log) for log in logs]
-        self.tool = tool
+        self.profiler = profilers.profiler(tool)
         self._before: set[Path] = set()
         self._log_sizes: dict[Path, int] = {}
 
@@ -91,21 +81,8 @@ class ProfileHook(PointHook):
         # from here: vLLM's profiler stops itself after its first engine steps
         # (max_iterations), mid-point, and a failure to write its table is logged then
         self._log_sizes = {log: _size(log) for log in self.logs}
-        self._post("/start_profile", self._start_body(str(self.trace_dir)))
-        self.say(f"profile: {point.id} under {self._profiler()}")
-
-    def _start_body(self, output_dir: str) -> dict | None:
-        """SGLang's start request names its output folder, and for a GPU tool the CUDA
-        profiler switch (``torch.cuda.cudart().cudaProfilerStart()``) instead of torch's."""
-        if self.framework != "sglang":
-            return None
-        body: dict = {"output_dir": output_dir}
-        if self.tool != "torch":
-            body["activities"] = ["CUDA_PROFILER"]
-        return body
-
-    def _profiler(self) -> str:
-        return f"{self.framework}'s torch profiler" if self.tool == "torch" else self.tool
+        self._post("/start_profile", self.profiler.start_body(self.framework, str(self.trace_dir)))
+        self.say(f"profile: {point.id} under {self.profiler.describe(self.framework)}")
 
     def profiles(self, point: PointSummary) -> bool:
         return point.id in self.points
@@ -131,48 +108,39 @@ class ProfileHook(PointHook):
     def after_profile(self, point: PointSummary, interrupted: bool) -> None:
         if not self._stop(point, interrupted):
             return
-        if self.tool == "rocprofv3":
+        out = self.folder / f"profile-{point.id}"
+        if self.profiler.at_exit:
             self.say(
-                f"profile: {point.id}: rocprofv3 writes its files when the server stops; "
-                f"they are kept in {self.folder / f'profile-{point.id}'} then"
+                f"profile: {point.id}: {self.profiler.name} writes its files when the server "
+                f"stops; they are kept in {out} then"
             )
             return
-        written = self._settle()
-        missing = self._pending(written)
+        written = profilers.settle(
+            self.trace_dir,
+            self.framework,
+            self.profiler,
+            before=frozenset(self._before),
+            failed=lambda: bool(self._stop_failures()),
+            deadline_s=SETTLE_S,
+        )
+        missing = self.profiler.pending(written, self.framework)
         failed = self._stop_failures()
-        what = "report" if self.tool == "nsys" else "table"
+        what = self.profiler.writes
         if failed:
             self.say(f"profile: {point.id}: no {what} from {missing}: {failed[0]}")
         elif missing:
             self.say(f"profile: {point.id}: no {what} after {SETTLE_S:.0f} s from {missing}")
         if (failed or missing) and what == "table":  # nothing lost: the traces are whole
             self.say(f"profile: {point.id}: the dashboard sums their tables from their traces")
-        out = self.folder / f"profile-{point.id}"
-        moved = move_profile(written, out)
-        if self.tool == "nsys":
-            for problem in nsys_summaries(moved):
-                self.say(f"profile: {point.id}: no kernel table: {problem}")
+        moved = profilers.move(written, out)
+        for problem in self.profiler.summarize(moved):
+            self.say(f"profile: {point.id}: no kernel table: {problem}")
         self.say(f"profile: {point.id}: {len(written)} files in {out}")
-
-    def _pending(self, files: list[Path]) -> list[str]:
-        return profile_pending(files, self.framework, self.tool)
-
-    def _settle(self) -> list[Path]:
-        """The files the profiler wrote since :meth:`before`, once whole
-        (:func:`pocforge.frameworks.process.settle_profile`)."""
-        return settle_profile(
-            self.trace_dir,
-            self.framework,
-            SETTLE_S,
-            before=frozenset(self._before),
-            failed=lambda: bool(self._stop_failures()),
-            tool=self.tool,
-        )
 
     def _stop_failures(self) -> list[str]:
         """The lines the servers logged since the point's profile started saying the
         profiler failed."""
-        return stop_failures(self._log_sizes)[0]
+        return profilers.stop_failures(self._log_sizes)[0]
 
 
 def _size(path: Path) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pocforge.frameworks.process import is_kernel_summary
+from pocforge.frameworks.profilers import is_kernel_summary
 from pocforge.results.adapters import from_kernel_bench
 from pocforge.results.importers.common import Imported, ResultImportError, read_json
 
