@@ -5,7 +5,7 @@ produce), the benchmarks (summaries carry these definitions) and the dashboard.
 Serving definitions follow vLLM's ``benchmark_serving`` so numbers compare across tools.
 
 :func:`judgeable` is the one list of names an acceptance criterion may use: the spec rule
-(``spec/rules.py``) refuses any other, and the judge (``results/verdicts.py``) decides
+(``spec/criteria_rules.py``) refuses any other, and the judge (``results/verdicts.py``) decides
 every one of them on a run that has it (``tests/results/test_verdicts.py`` checks both).
 """
 

@@ -17,7 +17,7 @@ from pocforge.catalog import ModelFacts, catalog_entry, catalog_names, model_fac
 from pocforge.catalog.model_facts import _catalog, facts_from_config
 from pocforge.frameworks.startup import estimate_parameters
 from pocforge.spec import load_poc
-from pocforge.spec.rules import facts_of
+from pocforge.spec.planning import facts_of
 
 REQUIRED = {
     "llama-2-70b",

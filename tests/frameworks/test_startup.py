@@ -19,7 +19,7 @@ from pocforge.frameworks.startup import (
     weights_bytes,
 )
 from pocforge.spec import SpecError, load_poc, load_spec
-from pocforge.spec.rules import facts_of
+from pocforge.spec.planning import facts_of
 
 
 def test_the_estimate_is_exact_for_a_real_llama_checkpoint(tiny_llama):

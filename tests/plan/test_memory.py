@@ -13,7 +13,7 @@ import yaml
 from pocforge.catalog import catalog_entry
 from pocforge.plan import Device, Layout, Shape, memory
 from pocforge.spec import SpecError, load_spec
-from pocforge.spec.rules import serving_fits_memory
+from pocforge.spec.serving_rules import serving_fits_memory
 
 from ..conftest import REPO
 

@@ -43,7 +43,7 @@ def profiled(spec: PocSpec) -> bool:
 def profiled_workload(spec: PocSpec):
     """The serving stage's first workload with a profile, None when no point is profiled.
     One server serves them all, so validate makes their ``profile.tool`` agree
-    (:func:`pocforge.spec.rules.profiled_points_exist`): this one's is the stage's."""
+    (:func:`pocforge.spec.profile_rules.profiled_points_exist`): this one's is the stage's."""
     if spec.serving is None:
         return None
     return next((w for w in spec.serving.workloads if w.profile), None)

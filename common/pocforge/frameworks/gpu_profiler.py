@@ -22,7 +22,7 @@ rocprofv3 has no such switch: HIP's ``hipProfilerStart`` is a stub that returns
 ``roctxProfilerPause(0)``; the launch gets a ``sitecustomize`` (``_roctx_site.py``, first on
 its ``PYTHONPATH``) that makes the torch calls above call those. rocprofv3 writes its files
 (``--stats``: ``*_kernel_stats.csv``) when the profiled processes exit, so a serving stage
-profiles one point with it (:func:`pocforge.spec.rules.profiled_points_exist`).
+profiles one point with it (:func:`pocforge.spec.profile_rules.profiled_points_exist`).
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def chosen(
 ) -> Choice | None:
     """The deployment's GPU profiler, None for torch's or none. A serving stage has one
     server for all its workloads: validate makes its profiled workloads agree on the tool
-    (:func:`pocforge.spec.rules.profiled_points_exist`); the first one's is taken. Training
+    (:func:`pocforge.spec.profile_rules.profiled_points_exist`); the first one's is taken. Training
     writes beside its summary (``out_dir``, relative to the launch's working directory:
     ``training/profile/``, where the torch profiler's traces go too)."""
     if deployment == "serving":

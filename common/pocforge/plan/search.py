@@ -113,7 +113,7 @@ def serving_layouts(shape: Shape, total_gpus: int, framework: str) -> Iterator[L
                     continue
                 dp = size // (tp * pp)
                 if framework == "trtllm" and dp > 1:
-                    continue  # one trtllm-serve is one copy: replicas, not dp (spec/rules.py)
+                    continue  # one trtllm-serve is one copy: replicas, not dp (spec/serving_rules.py)
                 yield from _with_experts(shape, Layout(tp=tp, pp=pp, dp=dp), framework)
                 if framework == "sglang" and dp == 1 and (shape.is_moe or shape.is_mla):
                     for groups in _divisors(tp)[1:]:

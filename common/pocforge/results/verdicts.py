@@ -548,7 +548,7 @@ def _parity(c: Any, result: Any) -> CriterionVerdict:
 def judge_run(run: Any, criteria: list[Any] | None = None) -> list[CriterionVerdict]:
     """Judge ``criteria`` (default: the run's spec's) on a run's stored results."""
     from pocforge.results.run_reader import RunData
-    from pocforge.spec.rules import EP_PHASES
+    from pocforge.spec.criteria_rules import EP_PHASES
 
     data = RunData.load(run)
     criteria = criteria_of(run.manifest.spec) if criteria is None else criteria

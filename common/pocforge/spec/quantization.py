@@ -1,7 +1,7 @@
 """What ``model.quantization`` becomes in each serving framework: its ``--quantization``.
 
 One table for the adapters (``frameworks/vllm.py``, ``frameworks/sglang.py``) and the spec
-rule that refuses a value a framework has no flag for (``spec/rules.py``), so no value is
+rule that refuses a value a framework has no flag for (``spec/serving_rules.py``), so no value is
 dropped on the way to the server. ``None``: no flag (the checkpoint is served as it is).
 
 - ``fp8``: FP8 weights: a checkpoint's own FP8 format (per-tensor or block, as its

@@ -1,7 +1,7 @@
 """TensorRT-LLM's own names: the flags ``trtllm-serve`` takes, the keys of its LLM API options
 file (``--extra_llm_api_options``), and what a spec derives into that file.
 
-One table for the adapter (``frameworks/trtllm.py``) and the rules (``spec/rules.py``), so a
+One table for the adapter (``frameworks/trtllm.py``) and the rules (``spec/serving_rules.py``), so a
 typo or a contradiction is refused by ``validate`` on a laptop, not by the server at start
 on the customer's GPUs. Where ``tensorrt_llm`` is installed, the adapter's check runs its
 own parser and ``TorchLlmArgs`` on the same launch as well (``frameworks/argcheck/``).
