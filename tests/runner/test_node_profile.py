@@ -139,16 +139,22 @@ def test_an_earlier_attempts_files_are_set_aside_not_mixed_into_the_point(tmp_pa
 @pytest.mark.parametrize("launches", [[], [{"role": "router"}]], ids=["none", "a router"])
 def test_a_node_with_no_engine_is_not_kept_waiting(tmp_path, launches):
     """Its plan (serve.launches.json) holds no engine whose profiler writes there: nothing
-    is waited for; a node with an engine waits for its files as above."""
+    is waited for (a node with an engine beside its router waits, below)."""
     plan = tmp_path / "serve.launches.json"
     plan.write_text(json.dumps({"poc": "p", "node_rank": 1, "launches": launches}))
     args = ("--framework", "vllm", "--deadline", "60", "--plan", str(plan))
     said, took = settle(tmp_path / "incoming", tmp_path / "dest", *args)
     assert said == {"moved": 0, "missing_tables": [], "problems": [], "failed": [], "set_aside": 0}
     assert took < 10
+
+
+def test_a_node_with_an_engine_beside_its_router_waits_for_its_files(tmp_path):
+    plan = tmp_path / "serve.launches.json"
     plan.write_text(json.dumps({"launches": [{"role": "router"}, {"role": "decode"}]}))
+    (tmp_path / "incoming").mkdir()
     (tmp_path / "incoming" / TRACE).write_bytes(b"\x1f\x8b trace")
     (tmp_path / "incoming" / TABLE).write_text("Name  Self CPU %\n")
+    args = ("--framework", "vllm", "--deadline", "60", "--plan", str(plan))
     said, _ = settle(tmp_path / "incoming", tmp_path / "dest", *args)
     assert said["moved"] == 2
 
