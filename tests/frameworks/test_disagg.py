@@ -107,7 +107,7 @@ def test_vllms_own_parser_accepts_every_pool(h200):
     vLLM), where only that instance is refused."""
     ctx = LaunchContext.local(REPO)
     cpu = plan("tiny-llama-fp32-cpu-vllm-pd")
-    (bad,) = plan("tiny-llama-fp32-cpu-vllm-pd")[:1]
+    bad = plan("tiny-llama-fp32-cpu-vllm-pd")[0]  # a copy of cpu[0]
     index = bad.check_args.index("--kv-transfer-config") + 1
     bad.check_args[index] = bad.check_args[index].replace("kv_producer", "kv_sender")
     try:

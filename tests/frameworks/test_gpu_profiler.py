@@ -11,6 +11,7 @@ table lands; the table is a real capture, ``tests/data/profilers/``).
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -151,6 +152,30 @@ def test_each_report_is_summed_into_the_kernel_table_the_dashboard_reads(tmp_pat
     assert problem == f"{reports[0].name}: nsys stats exited 1: ERROR: the report is damaged"
     (missing,) = PROFILERS["nsys"].summarize(reports, str(tmp_path / "no-nsys"))
     assert missing.startswith(f"{reports[0].name}: nsys stats: ")
+
+
+def test_a_trainer_under_nsys_has_its_reports_summed_where_its_output_names(tmp_path, monkeypatch):
+    """After a finite launch under nsys (a trainer), the reports in the folder its
+    ``--output`` names, relative to the working directory, are each summed once; a launch
+    not under nsys sums nothing."""
+    from pocforge.frameworks.process import nsys_reports_summed
+
+    calls = tmp_path / "calls"
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "nsys").write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    (tmp_path / "bin" / "nsys").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    trainer = gpu_profiler.wrapped(launch(["python", "train.py"], role="trainer"), "nsys", "out")
+    workdir = tmp_path / "work"
+    (workdir / "out").mkdir(parents=True)
+    (workdir / "out" / "nsys-h1-7.1.nsys-rep").write_bytes(b"report")
+    assert nsys_reports_summed(trainer, workdir) == []
+    (call,) = calls.read_text().splitlines()
+    assert call.startswith("stats --report cuda_gpu_kern_sum") and call.endswith(
+        f"{workdir / 'out' / 'nsys-h1-7.1.nsys-rep'}"
+    )
+    assert nsys_reports_summed(launch(["python", "train.py"], role="trainer"), workdir) == []
+    assert len(calls.read_text().splitlines()) == 1
 
 
 @pytest.fixture(scope="module")

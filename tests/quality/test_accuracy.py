@@ -76,7 +76,7 @@ def test_zero_samples_is_an_infrastructure_failure(tmp_path):
         parse_output(tmp_path / "lm_eval", AccuracyTask(name="arith"), "pocforge_arith", 1.0)
 
 
-@pytest.mark.integration  # lm-eval's import alone is 10 s; test_gates runs the task for real
+@pytest.mark.integration  # 10 s of make test-fast; test_gates runs the task for real
 def test_lm_eval_accepts_the_kit_task(tmp_path):
     """lm-eval's own task manager loads the written YAML and its local data, offline."""
     import os

@@ -711,12 +711,13 @@ def nsys_reports_summed(launch: NodeLaunch, workdir: Path) -> list[str]:
     """After a finite launch that ran under nsys (a trainer): its reports summed into their
     kernel tables, in the folder its ``--output`` names (in ``workdir`` where relative);
     the problems, [] for a launch not under nsys."""
-
-    def folder_of(output: str) -> Path:
-        path = Path(output.replace(WORKDIR, str(workdir)))
-        return path if path.is_absolute() else workdir / path
-
-    return profilers.reports_summed(launch.argv, folder_of)
+    argv = launch.argv
+    if "nsys" not in argv or "--capture-range" not in argv:
+        return []
+    folder = Path(flag_value(argv, "--output").replace(WORKDIR, str(workdir))).parent
+    folder = folder if folder.is_absolute() else workdir / folder
+    found = sorted(folder.glob(f"*{profilers.NSYS_REPORT_SUFFIX}")) if folder.is_dir() else []
+    return profilers.PROFILERS["nsys"].summarize(found, argv[argv.index("nsys")])
 
 
 def main(argv: list[str] | None = None) -> int:

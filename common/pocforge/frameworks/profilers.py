@@ -199,17 +199,6 @@ def is_kernel_summary(path: Path) -> bool:
     return any(fnmatch.fnmatch(path.name, pattern) for pattern in KERNEL_SUMMARY_PATTERNS)
 
 
-def reports_summed(argv: list[str], folder_of: Callable[[str], Path]) -> list[str]:
-    """After a finite launch ``argv`` that ran under nsys (a trainer): its reports summed
-    into their kernel tables, in the folder its ``--output`` names (``folder_of`` turns the
-    flag's value into a folder); the problems, [] for a launch not under nsys."""
-    if "nsys" not in argv or "--capture-range" not in argv:
-        return []
-    folder = folder_of(argv[argv.index("--output") + 1]).parent
-    reports = sorted(folder.glob(f"*{NSYS_REPORT_SUFFIX}")) if folder.is_dir() else []
-    return PROFILERS["nsys"].summarize(reports, argv[argv.index("nsys")])
-
-
 # ---------------------------------------------------------------- a point's files, once whole
 
 
