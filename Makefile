@@ -85,7 +85,7 @@ bench-plan: ## The planner's layout search: 512 GPUs, a 671B MoE model (target <
 planner-accuracy: ## Replay the published points through the planner: docs/planner-accuracy.md
 	$(BIN)/python -m pocforge.plan.accuracy --write docs/planner-accuracy.md
 
-bench-telemetry: ## The telemetry sampler's cost: % of one core at 1 s (target <= 1 %), parse cost per tool, event-loop lag
+bench-telemetry: ## The telemetry recorder's cost: % of one core at 1 s (target <= 1 %), parse cost per tool, event-loop lag
 	$(BIN)/python -m benchmarks.telemetry_cost
 
 bench-profiler: ## vLLM's profiler on an idle data-parallel engine: worker memory and stop time, the kit's window vs max_iterations alone

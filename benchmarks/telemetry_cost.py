@@ -1,20 +1,21 @@
-"""Benchmark: what the telemetry sampler costs (target: ≤ 1 % of one core at 1 s).
+"""Benchmark: what the telemetry recorder costs (target: ≤ 1 % of one core at 1 s).
 
-Three measurements, printed as tables:
+The recorder (``pocforge/telemetry/recorder.py``, standard library only) is the one engine:
+the runner runs it in the kit's process here, the workload role as a process of its own
+beside a node's launches. Three measurements, printed as tables:
 
-1. The sampler as it runs on this machine — the host source (``/proc``, RAPL where
-   readable) at 1 s for ``--seconds``: the CPU time of its thread and of the writes, as a
-   share of one core over the wall time.
-1b. A cluster node's recorder (``pocforge/telemetry/recorder.py``, standard library only,
-   the process the workload role starts beside a node's launches) at 1 s for ``--seconds``:
-   its process's CPU time from its first reading on over the wall time (the target), and
-   over its whole life, the interpreter's start included.
-2. What each vendor tool's output costs the sampler to read, on the real captures of
+1. The recorder in this process, as the runner runs it: the host source (``/proc``, RAPL
+   where readable) at 1 s for ``--seconds``: the CPU time of its thread (its reads and
+   writes), as a share of one core over the wall time.
+1b. The recorder as a node runs it (``python3 -I recorder.py plan.json``) at 1 s for
+   ``--seconds``: its process's CPU time from its first reading on over the wall time (the
+   target), and over its whole life, the interpreter's start included.
+2. What each vendor tool's output costs the reader to parse, on the real captures of
    ``tests/data/telemetry/`` (per document, scaled to 8 GPUs a node, once a second). The
    tools' own processes (nvidia-smi, amd-smi's Python CLI) are not installed here: their
    cost is measured where they run (the series' ``end`` line records it per source).
 3. Whether it blocks the benchmark: the lateness of a 25 ms timer on an asyncio event
-   loop (the load generator's) with and without the sampler at 0.1 s in the same process.
+   loop (the load generator's) with and without the recorder at 0.1 s in the same process.
 
 ``python -m benchmarks.telemetry_cost [--seconds N]``; part of ``make bench``.
 """
@@ -38,7 +39,6 @@ from rich.console import Console
 from rich.table import Table
 
 from pocforge.stats import describe
-from pocforge.telemetry.node import recorder_plan, recorder_script, series_from_raw
 from pocforge.telemetry.parsers import (
     NVIDIA_SMI_QUERY_FIELDS,
     nvidia_smi_rows,
@@ -48,8 +48,9 @@ from pocforge.telemetry.parsers import (
     parse_nvidia_smi_csv,
     parse_rocm_smi_json,
 )
-from pocforge.telemetry.recorder import process_cpu_s
-from pocforge.telemetry.sampler import HostSource, Sampler
+from pocforge.telemetry.reader import read_raw
+from pocforge.telemetry.recorder import Recorder, process_cpu_s
+from pocforge.telemetry.sources import recorder_plan, recorder_script
 
 TARGET_PCT = 1.0
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "telemetry"
@@ -57,22 +58,25 @@ GPUS = 8
 T = 1_764_590_400.0
 
 
-def sampler_cost(seconds: float, interval_s: float = 1.0) -> tuple[float, int, str]:
-    """(% of one core, samples, what the host source reads) over ``seconds``."""
+def in_process_cost(seconds: float, interval_s: float = 1.0) -> tuple[float, int, str]:
+    """(% of one core, host readings, what the host source reads) of the recorder in this
+    process over ``seconds``."""
     with tempfile.TemporaryDirectory() as tmp:
-        host = HostSource()
-        sampler = Sampler(Path(tmp) / "t.jsonl", interval_s=interval_s, sources=[host])
-        with sampler:
+        recorder = Recorder(recorder_plan(interval_s, str(Path(tmp) / "raw.jsonl"))).start()
+        try:
             time.sleep(seconds)
-    end = sampler.end
-    return end.cpu_pct_of_core, end.cost[0].samples, host.info().detail
+        finally:
+            recorder.stop()
+        series = read_raw(recorder.path)
+    assert series.end is not None and series.meta is not None
+    return series.end.cpu_pct_of_core, len(series.host), series.meta.sources[0].detail
 
 
 def recorder_cost(seconds: float, interval_s: float = 1.0) -> tuple[float, float, int, int]:
     """(% of one core once started, % of its whole life, host readings, GPU samples) of the
-    node recorder run as a node runs it (``python3 -I recorder.py plan.json``) for
+    recorder run as a node runs it (``python3 -I recorder.py plan.json``) for
     ``seconds``, stopped with SIGTERM. Once started: its process's CPU time (``/proc``)
-    from its first reading to the stop; its whole life: its own ``end`` line, the
+    from its first reading to the stop; its whole life: the same from its spawn, the
     interpreter's start included."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -81,6 +85,7 @@ def recorder_cost(seconds: float, interval_s: float = 1.0) -> tuple[float, float
         plan = recorder_plan(interval_s, str(raw))
         (folder / "plan.json").write_text(json.dumps(plan))
         python = shutil.which("python3") or sys.executable
+        spawned = time.monotonic()
         proc = subprocess.Popen([python, "-I", "recorder.py", "plan.json"], cwd=folder)
         while '"kind":"host"' not in (raw.read_text() if raw.exists() else ""):
             time.sleep(0.01)
@@ -89,13 +94,12 @@ def recorder_cost(seconds: float, interval_s: float = 1.0) -> tuple[float, float
         cpu1, t1 = process_cpu_s(proc.pid) or 0.0, time.monotonic()
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
-        series = series_from_raw(raw, "node")
+        series = read_raw(raw, "node")
     end = series.end
     if end is None:
         raise RuntimeError("the recorder wrote no end line")
-    whole = sum(c.cpu_s + (c.tool_cpu_s or 0.0) for c in end.cost)
     steady = 100.0 * (cpu1 - cpu0) / (t1 - t0)
-    return steady, 100.0 * whole / end.wall_s, len(series.host), len(series.gpu)
+    return steady, 100.0 * cpu1 / (t1 - spawned), len(series.host), len(series.gpu)
 
 
 def _per_call_s(fn: Callable[[], object], repeat: int = 300) -> float:
@@ -143,12 +147,13 @@ async def _lag(seconds: float) -> dict[str, float | None]:
 
 def loop_lag(seconds: float) -> tuple[dict, dict]:
     alone = asyncio.run(_lag(seconds))
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        Sampler(Path(tmp) / "t.jsonl", interval_s=0.1, sources=[HostSource()]),
-    ):
-        sampled = asyncio.run(_lag(seconds))
-    return alone, sampled
+    with tempfile.TemporaryDirectory() as tmp:
+        recorder = Recorder(recorder_plan(0.1, str(Path(tmp) / "raw.jsonl"))).start()
+        try:
+            recorded = asyncio.run(_lag(seconds))
+        finally:
+            recorder.stop()
+    return alone, recorded
 
 
 def main() -> int:
@@ -157,13 +162,13 @@ def main() -> int:
     args = parser.parse_args()
     console = Console()
 
-    pct, samples, detail = sampler_cost(args.seconds)
+    pct, samples, detail = in_process_cost(args.seconds)
     table = Table("source", "interval", "wall s", "samples", "% of one core", "target")
     ok = pct <= TARGET_PCT
     table.add_row(
         "host", "1 s", f"{args.seconds:g}", str(samples), f"{pct:.3f}", "ok" if ok else "OVER"
     )
-    console.print("Sampler on this machine", table, f"host: {detail}")
+    console.print("The recorder in this process (as the runner runs it)", table, f"host: {detail}")
 
     node_pct, whole_pct, readings, gpu_samples = recorder_cost(args.seconds)
     node_ok = node_pct <= TARGET_PCT
@@ -174,7 +179,7 @@ def main() -> int:
         str(gpu_samples), f"{node_pct:.3f}", f"{whole_pct:.3f}", "ok" if node_ok else "OVER",
     )  # fmt: skip
     console.print(
-        "A cluster node's recorder (once started; its whole life includes the interpreter's start)",
+        "The recorder as a node runs it (once started; its whole life includes the interpreter's start)",
         table,
     )
 
@@ -183,9 +188,9 @@ def main() -> int:
         table.add_row(name, what, f"{seconds * 1e6:.0f}", f"{seconds * 100:.3f}")
     console.print("Reading the tools' output (their own processes not included)", table)
 
-    alone, sampled = loop_lag(min(args.seconds, 5.0))
+    alone, recorded = loop_lag(min(args.seconds, 5.0))
     table = Table("event loop", "25 ms timer late p50 ms", "p99 ms", "max ms")
-    for name, lag in (("alone", alone), ("with the sampler at 0.1 s", sampled)):
+    for name, lag in (("alone", alone), ("with the recorder at 0.1 s", recorded)):
         table.add_row(name, f"{lag['p50']:.2f}", f"{lag['p99']:.2f}", f"{lag['max']:.2f}")
     console.print("Does it block the load generator?", table)
     return 0 if ok and node_ok else 1

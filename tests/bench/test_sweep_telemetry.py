@@ -1,4 +1,4 @@
-"""A real sweep with the runner's telemetry hook: the sampler runs for each point on this
+"""A real sweep with the runner's telemetry hook: the recorder runs for each point on this
 machine, each repeat's window is in its series, and the energy figures (or why there are
 none) land in the summary the verdicts and the dashboard read."""
 
@@ -13,7 +13,7 @@ from pocforge.bench.config import SweepConfig
 from pocforge.bench.datasets import DatasetConfig
 from pocforge.bench.sweep import run_sweep
 from pocforge.runner.telemetry import ServingTelemetry
-from pocforge.telemetry.sampler import HostSource
+from pocforge.telemetry.recorder import POWERCAP, rapl_packages
 from pocforge.telemetry.series import Series
 
 pytestmark = pytest.mark.process  # the scripted server is a process of its own
@@ -38,8 +38,8 @@ def test_each_point_is_sampled_over_its_repeats(instrument, tiny_dir, tmp_path):
     said: list[str] = []
     hook = ServingTelemetry(tmp_path, gpus=1, price=3.0, say=said.append, interval_s=0.2)
     summary = run_sweep(cfg, tmp_path, hook=hook)
-    assert summary.status == "complete" and hook.sampler is None
-    rapl = bool(HostSource().counters)
+    assert summary.status == "complete" and hook.recording is None
+    rapl = bool(rapl_packages(POWERCAP)[0])
     for point in summary.points:
         series = Series.read(tmp_path / point.telemetry_file)
         assert series.meta.sources[0].name == "host" and series.end is not None
@@ -47,7 +47,7 @@ def test_each_point_is_sampled_over_its_repeats(instrument, tiny_dir, tmp_path):
         for r, w in zip(point.repeats, series.windows, strict=True):
             assert (w.start_s, w.end_s) == (r.started_unix_s, r.started_unix_s + r.duration_s)
             times = [s.timestamp_s for s in series.host]
-            assert times[0] <= w.start_s and times[-1] >= w.end_s  # the sampler spans it
+            assert times[0] <= w.start_s and times[-1] >= w.end_s  # the recording spans it
             assert w.output_tokens == round(r.metrics["output_throughput"] * r.duration_s)
         assert "usd_per_million_tokens" in point.aggregate  # a price is all it needs
         if rapl:
@@ -58,7 +58,7 @@ def test_each_point_is_sampled_over_its_repeats(instrument, tiny_dir, tmp_path):
                 "energy not measured: no power source on the node (no GPU tool, no readable RAPL)"
             ]
     assert "usd_per_million_tokens" in summary.definitions
-    assert sum("sampler" in line and "% of a core" in line for line in said) == 2
+    assert sum("recorder" in line and "% of a core" in line for line in said) == 2
     data = json.loads((tmp_path / "summary.json").read_text())
     jsonschema.validate(data, json.loads((tmp_path / "summary.schema.json").read_text()))
 

@@ -13,8 +13,7 @@ from pocforge.results.store import RunStore
 from pocforge.runner.node_telemetry import serving_energy, training_energy
 from pocforge.spec import load_poc
 from pocforge.telemetry.parsers import GpuSample
-from pocforge.telemetry.sampler import Meta, SourceInfo
-from pocforge.telemetry.series import Series
+from pocforge.telemetry.series import Meta, Series, SourceInfo
 from tests.results.conftest import DATA
 
 pytestmark = pytest.mark.process  # the store's provenance runs git

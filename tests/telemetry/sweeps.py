@@ -1,6 +1,7 @@
 """A real sweep's output (tests/data/importers) given telemetry, through the runner's own
-code: each point's sampler (``ServingTelemetry``) is fed samples of a known, synthetic
-power and utilisation instead of a GPU tool's, and its repeats get measured windows, so
+code: each point's series is made of samples of a known, synthetic power and utilisation
+instead of a GPU tool's records, and measured as a recorded one is
+(:func:`pocforge.runner.telemetry.measure_point`) once its repeats have windows, so
 the energy figures are what the physics says (constant power P on G GPUs over T seconds
 is P·G·T joules) and land where a real run puts them."""
 
@@ -12,9 +13,10 @@ from pathlib import Path
 from pocforge.bench.aggregate import aggregate
 from pocforge.bench.environment import definitions
 from pocforge.bench.summary import Summary, write_summary
-from pocforge.runner.telemetry import ServingTelemetry
+from pocforge.runner.telemetry import measure_point
 from pocforge.telemetry.host import HostSample
 from pocforge.telemetry.parsers import GpuSample
+from pocforge.telemetry.series import Meta, Series, SourceInfo
 
 T0 = 1_764_590_400.0  # 2025-12-01T12:00:00Z: when the synthetic sweep starts
 GAP_S = 3.0  # between repeats: warm-up and the server check
@@ -32,22 +34,15 @@ def with_telemetry(
 ) -> Path:
     """``source`` copied to ``dest`` with telemetry; ``power_w=None``: a node whose only
     source is the host (no power). ``cut_s``: the samples stop that long after the first
-    point's first window starts (a sampler that died)."""
+    point's first window starts (a recorder that died)."""
     shutil.copytree(source, dest)
     summary = Summary.model_validate_json((dest / "summary.json").read_text())
-    hook = ServingTelemetry(
-        dest,
-        gpus=gpus,
-        price=price,
-        say=lambda _: None,
-        interval_s=interval_s,
-        sources=lambda _: ([], ["synthetic: samples fed by tests/telemetry/sweeps.py"]),
-    )
     t = T0
     for point in summary.points:
-        hook.before(point)
-        sampler = hook.sampler
-        assert sampler is not None
+        series = Series()
+        series.meta = Meta(host="node-0", interval_s=interval_s, started_s=t,
+                           sources=[SourceInfo(name="amd-smi")],
+                           not_used=["synthetic: samples made by tests/telemetry/sweeps.py"])  # fmt: skip
         first = t + GAP_S
         for r in point.repeats:
             t += GAP_S
@@ -65,7 +60,7 @@ def with_telemetry(
                     else 5.0
                 )
                 for gpu in range(gpus) if power_w is not None else ():
-                    sampler.add(
+                    series.gpu.append(
                         GpuSample(
                             source="amd-smi",
                             host="node-0",
@@ -75,9 +70,11 @@ def with_telemetry(
                             gfx_util_pct=busy,
                         )
                     )
-                sampler.add(HostSample(host="node-0", timestamp_s=stamp, cpu_util_pct=busy / 2))
+                series.host.append(
+                    HostSample(host="node-0", timestamp_s=stamp, cpu_util_pct=busy / 2)
+                )
             stamp += interval_s
-        hook.after(point)
+        measure_point(dest, point, series, interval_s=interval_s, gpus=gpus, price=price)
         added = {k for r in point.repeats for k in r.metrics} - set(summary.definitions)
         summary.definitions.update(definitions(sorted(added)))
         point.aggregate = aggregate(point.repeats)

@@ -45,7 +45,7 @@ class PointHook:
     """What a sweep's caller does around each point: :meth:`before` its first repeat,
     :meth:`after` its last, before the point is aggregated and judged. Both run in a worker
     thread, never on the event loop, and neither while a repeat is measured (what they
-    start, such as a sampler's threads, runs beside the repeats). :meth:`after` may add
+    start, such as a recorder's threads, runs beside the repeats). :meth:`after` may add
     scalar metrics to each repeat's ``metrics`` (named in :mod:`pocforge.metrics`): they
     are aggregated like the sweep's own, and defined in the summary."""
 

@@ -3,7 +3,7 @@
 stops it before it fetches), and the controller makes the figures once the files are here:
 
 - each node's series, ``cluster/telemetry/<host>.<serve|train>.jsonl``, parsed from its raw
-  file (:func:`pocforge.telemetry.node.series_from_raw`);
+  file (:func:`pocforge.telemetry.reader.read_raw`);
 - serving: per point, ``serving/<workload>/telemetry-<point>.jsonl`` holds every node's
   samples over the point with each repeat's window, whose energy over all the deployment's
   GPUs goes into the repeat's metrics (:func:`pocforge.runner.telemetry.point_energy`, as on
@@ -24,10 +24,14 @@ from pocforge.bench.aggregate import rejudge
 from pocforge.bench.summary import Summary
 from pocforge.runner.telemetry import gpu_hour_price, point_energy, training_window, window_span
 from pocforge.spec import PocSpec
-from pocforge.telemetry.node import RAW_NAME, recorder_plan, recorder_script
-from pocforge.telemetry.node import series_from_raw as parse_raw
-from pocforge.telemetry.sampler import DEFAULT_INTERVAL_S, line
-from pocforge.telemetry.series import Series
+from pocforge.telemetry.reader import read_raw
+from pocforge.telemetry.series import Series, line
+from pocforge.telemetry.sources import (
+    DEFAULT_INTERVAL_S,
+    RAW_NAME,
+    recorder_plan,
+    recorder_script,
+)
 
 Say = Callable[[str], None]
 
@@ -48,7 +52,7 @@ def node_series(run, collected: Path, kind: str, say: Say) -> list[Series]:
     hosts = sorted(p for p in collected.iterdir() if p.is_dir()) if collected.is_dir() else []
     for folder in hosts:
         for raw in sorted(folder.rglob(name)):
-            series = parse_raw(raw, folder.name)
+            series = read_raw(raw, folder.name)
             series.write(run.path / "cluster" / "telemetry" / f"{folder.name}.{kind}.jsonl")
             out.append(series)
             counts.append(f"{folder.name} {len(series.gpu)} GPU/{len(series.host)} host")

@@ -1,21 +1,24 @@
-"""Telemetry around the benchmarks this machine runs: the sampler
-(:mod:`pocforge.telemetry.sampler`) for the length of each serving point and of the
-training run, and the energy figures of each measured window.
+"""Telemetry around the benchmarks this machine runs: the kit's recorder
+(:mod:`pocforge.telemetry.recorder`, the engine every cluster node runs too) in this process
+for the length of each serving point and of the training run, and the energy figures of
+each measured window.
 
 - Serving: :class:`ServingTelemetry` is the sweep's :class:`~pocforge.bench.sweep.PointHook`.
-  Before a point it starts the sampler (``serving/<workload>/telemetry-<point>.jsonl``) and
-  waits for every source's first sample, so the point's first window is covered; after it,
-  it waits for a sample past the last window's end, integrates each repeat's window
-  (:func:`pocforge.telemetry.series.window`), appends the windows to the file and puts the
-  figures into the repeats' metrics (``avg_power_w``, ``joules_per_token``,
-  ``tokens_per_s_per_kw``, ``usd_per_million_tokens``: :mod:`pocforge.metrics`), where the
-  sweep aggregates them and the verdicts judge them. A window the samples do not cover,
-  or a node without a power source, gets no energy figures and a note on the point saying
-  why; ``usd_per_million_tokens`` needs only a price.
-- Training: :func:`training_telemetry` samples the whole run into
+  Before a point it starts recording (``serving/<workload>/telemetry-<point>.raw.jsonl``)
+  and waits for every source's first record, so the point's first window is covered; after
+  it, it waits for a record past the last window's end, stops, reads the file as a series
+  (:func:`pocforge.telemetry.reader.read_raw`), integrates each repeat's window
+  (:func:`pocforge.telemetry.series.window`), writes the series with its windows
+  (``telemetry-<point>.jsonl``) and puts the figures into the repeats' metrics
+  (``avg_power_w``, ``joules_per_token``, ``tokens_per_s_per_kw``,
+  ``usd_per_million_tokens``: :mod:`pocforge.metrics`), where the sweep aggregates them and
+  the verdicts judge them. A window the samples do not cover, or a node without a power
+  source, gets no energy figures and a note on the point saying why;
+  ``usd_per_million_tokens`` needs only a price.
+- Training: :func:`training_telemetry` records the whole run into
   ``training/telemetry.jsonl`` with its window.
 
-Telemetry never fails a stage: a sampler that cannot start or a source that breaks is a
+Telemetry never fails a stage: a recorder that cannot start or a source that breaks is a
 note and a line in the series.
 """
 
@@ -33,12 +36,45 @@ from pocforge.spec import PocSpec
 from pocforge.telemetry.energy import usd_per_million_tokens
 from pocforge.telemetry.host import PackageSample
 from pocforge.telemetry.parsers import GpuSample
-from pocforge.telemetry.sampler import DEFAULT_INTERVAL_S, Sampler, Source, detect
-from pocforge.telemetry.series import Window, window
+from pocforge.telemetry.reader import read_raw
+from pocforge.telemetry.recorder import Recorder
+from pocforge.telemetry.series import Series, Window, window
+from pocforge.telemetry.sources import DEFAULT_INTERVAL_S, recorder_plan
 
 Say = Callable[[str], None]
-Detect = Callable[[float], tuple[list[Source], list[str]]]
+PlanFor = Callable[[float, str], dict]  # (interval, raw file) -> the recorder's plan
 FIRST_SAMPLE_TIMEOUT_S = 15.0  # nvidia-smi and amd-smi take a moment to print their first
+
+
+class Recording:
+    """The recorder in this process over one piece of work, read back as a series."""
+
+    def __init__(self, raw: Path, interval_s: float, plan: PlanFor = recorder_plan) -> None:
+        self.raw = Path(raw)
+        self.interval_s = interval_s
+        self.raw.unlink(missing_ok=True)  # a point run again records afresh
+        self.recorder = Recorder(plan(interval_s, str(self.raw)))
+
+    def start(self) -> Recording:
+        self.recorder.start()
+        self.recorder.wait_until(time.time(), FIRST_SAMPLE_TIMEOUT_S)
+        return self
+
+    def finish(self, until: float | None) -> Series:
+        """Stop once every source has a record past ``until`` (the work's end); the series."""
+        try:
+            if until is not None:
+                self.recorder.wait_until(until, 3 * self.interval_s + 2.0)
+        finally:
+            self.recorder.stop()
+        return read_raw(self.raw)
+
+    def said(self, what: str, series: Series) -> str:
+        cost = series.end.cpu_pct_of_core if series.end else 0.0
+        return (
+            f"telemetry: {what} {len(series.gpu)} GPU and {len(series.host)} host samples,"
+            f" recorder {cost:.2f}% of a core"
+        )
 
 
 def gpu_hour_price(spec: PocSpec) -> float | None:
@@ -72,7 +108,7 @@ def energy_metrics(
 
 
 class ServingTelemetry(PointHook):
-    """The sampler around each point of one workload's sweep (see the module notes)."""
+    """The recorder around each point of one workload's sweep (see the module notes)."""
 
     def __init__(
         self,
@@ -82,69 +118,77 @@ class ServingTelemetry(PointHook):
         price: float | None,
         say: Say = print,
         interval_s: float = DEFAULT_INTERVAL_S,
-        sources: Detect = detect,
+        plan: PlanFor = recorder_plan,
     ) -> None:
         self.folder = Path(folder)
         self.gpus = gpus
         self.price = price
         self.say = say
         self.interval_s = interval_s
-        self.sources = sources
-        self._sampler: Sampler | None = None
+        self.plan = plan
+        self._recording: Recording | None = None
 
     @property
-    def sampler(self) -> Sampler | None:
-        """The sampler of the point in progress (None between points)."""
-        return self._sampler
+    def recording(self) -> Recording | None:
+        """The recording of the point in progress (None between points)."""
+        return self._recording
 
     def before(self, point: PointSummary) -> None:
         try:
-            found, not_used = self.sources(self.interval_s)
-            path = self.folder / f"telemetry-{point.id}.jsonl"
-            self._sampler = Sampler(
-                path, interval_s=self.interval_s, sources=found, not_used=not_used
-            ).start()
-            point.telemetry_file = path.name
-            self._sampler.wait_until(time.time(), FIRST_SAMPLE_TIMEOUT_S)
+            raw = self.folder / f"telemetry-{point.id}.raw.jsonl"
+            self._recording = Recording(raw, self.interval_s, self.plan).start()
         except Exception as exc:  # telemetry must never stop the benchmark
-            self._sampler = None
+            self._recording = None
             point.notes.append(f"telemetry not sampled: {type(exc).__name__}: {exc}")
             self.say(f"telemetry: {point.id} not sampled ({exc})")
 
     def after(self, point: PointSummary) -> None:
-        sampler, self._sampler = self._sampler, None
+        recording, self._recording = self._recording, None
+        series = None
         try:
-            span = window_span(point)
-            if sampler is not None and span is not None:
-                sampler.wait_until(span[1], 3 * self.interval_s + 2.0)
-            gpu, packages = sampler.snapshot() if sampler is not None else ([], [])
-            windows = point_energy(
-                point,
-                gpu,
-                packages,
-                sampled=sampler is not None,
-                interval_s=self.interval_s,
-                gpus=self.gpus,
-                price=self.price,
-            )
-            if sampler is not None:
-                for win in windows:
-                    sampler.add(win)
+            if recording is not None:
+                span = window_span(point)
+                series = recording.finish(span[1] if span else None)
+                self.say(recording.said(point.id, series))
+        except Exception as exc:
+            point.notes.append(f"telemetry not read: {type(exc).__name__}: {exc}")
+        try:
+            measure_point(self.folder, point, series, interval_s=self.interval_s,
+                          gpus=self.gpus, price=self.price)  # fmt: skip
         except Exception as exc:
             point.notes.append(f"energy not computed: {type(exc).__name__}: {exc}")
-        finally:
-            if sampler is not None:
-                end = sampler.stop()
-                self.say(
-                    f"telemetry: {point.id} {len(sampler.gpu)} GPU and {len(sampler.host_samples)}"
-                    f" host samples, sampler {end.cpu_pct_of_core:.2f}% of a core"
-                )
 
     def close(self) -> None:
-        """Stop a sampler a sweep left running (it raised inside a point)."""
-        if self._sampler is not None:
-            self._sampler.stop()
-            self._sampler = None
+        """Stop a recording a sweep left running (it raised inside a point)."""
+        if self._recording is not None:
+            self._recording.recorder.stop()
+            self._recording = None
+
+
+def measure_point(
+    folder: Path,
+    point: PointSummary,
+    series: Series | None,
+    *,
+    interval_s: float,
+    gpus: int,
+    price: float | None,
+) -> None:
+    """Each repeat's window over ``series`` (None: not sampled) into its metrics, and the
+    series with its windows written as the point's telemetry file."""
+    windows = point_energy(
+        point,
+        series.gpu if series else [],
+        series.packages if series else [],
+        sampled=series is not None,
+        interval_s=interval_s,
+        gpus=gpus,
+        price=price,
+    )
+    if series is not None:
+        series.windows = windows
+        path = series.write(Path(folder) / f"telemetry-{point.id}.jsonl")
+        point.telemetry_file = path.name
 
 
 def measured_repeats(point: PointSummary) -> list:
@@ -223,25 +267,25 @@ def _energy_note(problems: list[str], repeats: int) -> str:
 
 @contextlib.contextmanager
 def training_telemetry(
-    stage_dir: Path, gpus: int, say: Say = print, interval_s: float = DEFAULT_INTERVAL_S
+    stage_dir: Path,
+    gpus: int,
+    say: Say = print,
+    interval_s: float = DEFAULT_INTERVAL_S,
+    plan: PlanFor = recorder_plan,
 ) -> Iterator[None]:
-    """Sample the node while the block (the training run) runs; its window and energy are
-    appended to ``training/telemetry.jsonl`` and said."""
-    sampler: Sampler | None = None
+    """Record the node while the block (the training run) runs; the series and its window
+    are written to ``training/telemetry.jsonl`` and the energy said."""
+    recording: Recording | None = None
     try:
-        found, not_used = detect(interval_s)
-        sampler = Sampler(
-            stage_dir / "telemetry.jsonl", interval_s=interval_s, sources=found, not_used=not_used
-        ).start()
-        sampler.wait_until(time.time(), FIRST_SAMPLE_TIMEOUT_S)
+        recording = Recording(stage_dir / "telemetry.raw.jsonl", interval_s, plan).start()
     except Exception as exc:  # telemetry must never stop the training
         say(f"telemetry: training not sampled ({type(exc).__name__}: {exc})")
     start = time.time()
     try:
         yield
     finally:
-        if sampler is not None:
-            _finish_training(sampler, start, gpus, interval_s, say)
+        if recording is not None:
+            _finish_training(recording, start, gpus, say)
 
 
 def training_window(
@@ -277,17 +321,15 @@ def training_window(
     return win
 
 
-def _finish_training(
-    sampler: Sampler, start: float, gpus: int, interval_s: float, say: Say
-) -> None:
+def _finish_training(recording: Recording, start: float, gpus: int, say: Say) -> None:
     end = time.time()
     try:
-        sampler.wait_until(end, 3 * interval_s + 2.0)
-        gpu, packages = sampler.snapshot()
-        sampler.add(
-            training_window(gpu, packages, start, end, interval_s=interval_s, gpus=gpus, say=say)
-        )
+        series = recording.finish(end)
+        say(recording.said("training", series))
+        series.windows.append(
+            training_window(series.gpu, series.packages, start, end,
+                            interval_s=recording.interval_s, gpus=gpus, say=say)
+        )  # fmt: skip
+        series.write(recording.raw.parent / "telemetry.jsonl")
     except Exception as exc:  # the training's own result stands
         say(f"telemetry: training energy not computed ({type(exc).__name__}: {exc})")
-    finally:
-        sampler.stop()

@@ -1,5 +1,6 @@
-"""The host's own readings: CPU utilisation and memory from ``/proc``, CPU package energy
-from the kernel's powercap (RAPL) interface.
+"""The host's own readings as the recorder took them (:mod:`pocforge.telemetry.recorder`):
+CPU utilisation and memory from ``/proc``, CPU package energy from the kernel's powercap
+(RAPL) interface.
 
 - ``/proc/stat``'s first line holds the CPU time of all CPUs in USER_HZ ticks: ``cpu user
   nice system idle iowait irq softirq steal guest guest_nice`` (proc(5)); ``guest`` and
@@ -21,14 +22,10 @@ from the kernel's powercap (RAPL) interface.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-
-# the zones are found by the node recorder's code (standard library only), shared here
-from pocforge.telemetry.recorder import POWERCAP, RaplZone, rapl_packages  # noqa: F401
 
 
 class HostSample(BaseModel):
@@ -59,7 +56,7 @@ class PackageSample(BaseModel):
     package: int = Field(ge=0, description="N of the zone's name package-N.")
     timestamp_s: float
     energy_j: float = Field(
-        description="Energy since the sampler's first reading, J, the counter's wraps undone."
+        description="Energy since the recorder's first reading, J, the counter's wraps undone."
     )
     power_w: float | None = Field(
         None, description="Average power since the previous reading, W (None for the first)."
@@ -116,15 +113,11 @@ def parse_meminfo(text: str) -> tuple[int | None, int | None]:
 class RaplCounter:
     """One package's counter, its wraps undone: energy since the first reading, J."""
 
-    def __init__(self, zone: RaplZone) -> None:
-        self.zone = zone
+    def __init__(self, max_range_uj: int) -> None:
+        self.max_range_uj = max_range_uj  # the zone's max_energy_range_uj
         self._first: int | None = None
         self._last: int | None = None
         self._wraps = 0
-
-    def read(self) -> float:
-        raw = int((self.zone.path / "energy_uj").read_text())
-        return self.add(raw)
 
     def add(self, raw_uj: int) -> float:
         """Take a raw ``energy_uj`` value; the energy since the first, J. A value below the
@@ -136,7 +129,7 @@ class RaplCounter:
         elif self._last is not None and raw_uj < self._last:
             self._wraps += 1
         self._last = raw_uj
-        total = raw_uj + self._wraps * (self.zone.max_range_uj + 1) - self._first
+        total = raw_uj + self._wraps * (self.max_range_uj + 1) - self._first
         return total * 1e-6
 
 
@@ -152,25 +145,3 @@ def host_sample(
         mem_used_bytes=used,
         mem_total_bytes=total,
     )
-
-
-def package_samples(
-    host: str,
-    timestamp: float,
-    counters: Mapping[int, RaplCounter],
-    previous: Mapping[int, tuple[float, float]],
-) -> list[PackageSample]:
-    """One sample per package; ``previous``: package -> (time, energy) of the last one."""
-    out = []
-    for package, counter in counters.items():
-        energy = counter.read()
-        power = None
-        if package in previous and timestamp > previous[package][0]:
-            t0, e0 = previous[package]
-            power = (energy - e0) / (timestamp - t0)
-        out.append(
-            PackageSample(
-                host=host, package=package, timestamp_s=timestamp, energy_j=energy, power_w=power
-            )
-        )
-    return out

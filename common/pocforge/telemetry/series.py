@@ -1,5 +1,13 @@
-"""A telemetry series read back (the sampler's JSONL, :mod:`pocforge.telemetry.sampler`) and
-the energy of a measured window in it.
+"""A telemetry series: the kit's parsed telemetry file (its lines' models, read and written),
+and the energy of a measured window in it. The recorder's raw file becomes one in
+:mod:`pocforge.telemetry.reader`.
+
+A series file holds one JSON object a line, each with a ``kind``: ``meta`` (first: the host,
+the interval, the sources used and why others were not), ``gpu`` (a
+:class:`~pocforge.telemetry.parsers.GpuSample`), ``host`` (a
+:class:`~pocforge.telemetry.host.HostSample`), ``rapl`` (a
+:class:`~pocforge.telemetry.host.PackageSample`), ``problem`` (a source's failure),
+``window`` (a measured window and its energy) and ``end`` (last: what recording cost).
 
 Which devices a window's energy is of: the node's GPUs when a GPU source reported any,
 else its CPU packages (RAPL), else none (the figures are absent, and :func:`window`
@@ -28,7 +36,76 @@ from pocforge.telemetry.energy import (
 )
 from pocforge.telemetry.host import HostSample, PackageSample
 from pocforge.telemetry.parsers import GpuSample
-from pocforge.telemetry.sampler import End, Meta, Problem, line
+
+
+class SourceInfo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="host, amd-smi, amd-metrics-exporter, rocm-smi, nvidia-smi…")
+    detail: str = ""
+    command: list[str] | None = None
+    url: str | None = None
+
+
+class Meta(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["meta"] = "meta"
+    host: str
+    interval_s: float
+    started_s: float
+    sources: list[SourceInfo]
+    not_used: list[str] = Field(
+        default_factory=list, description="Sources looked for and why they were not used."
+    )
+
+
+class Problem(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["problem"] = "problem"
+    source: str
+    timestamp_s: float
+    message: str
+
+
+class SourceCost(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    source: str
+    samples: int
+    cpu_s: float = Field(description="CPU time of the recorder's thread for this source.")
+    tool_cpu_s: float | None = Field(
+        None, description="CPU time of the tool's process (looping sources), where readable."
+    )
+
+
+class End(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["end"] = "end"
+    stopped_s: float
+    wall_s: float
+    cost: list[SourceCost]
+
+    @property
+    def cpu_pct_of_core(self) -> float:
+        """The recorder's CPU (its threads and the tools' processes) / wall time, %."""
+        spent = sum(c.cpu_s + (c.tool_cpu_s or 0.0) for c in self.cost)
+        return 100.0 * spent / self.wall_s if self.wall_s > 0 else 0.0
+
+
+# a sample's line names its kind; the other lines' models carry their own
+SAMPLE_KINDS = {"GpuSample": "gpu", "HostSample": "host", "PackageSample": "rapl"}
+
+
+def line(item: BaseModel) -> str:
+    """One line of a series file (what :meth:`Series.read` reads)."""
+    data = item.model_dump(mode="json", exclude_none=True)
+    kind = SAMPLE_KINDS.get(type(item).__name__)
+    if kind is not None:
+        data = {"kind": kind, **data}
+    return json.dumps(data, separators=(",", ":")) + "\n"
 
 
 class Window(BaseModel):
@@ -94,7 +171,7 @@ class Series:
         return series
 
     def write(self, path: Path) -> Path:
-        """The series as the sampler writes it: its meta, the samples and problems in time
+        """The series as the kit keeps it: its meta, the samples and problems in time
         order, its windows, its end (what :meth:`read` reads back)."""
         samples: list[BaseModel] = [*self.gpu, *self.host, *self.packages, *self.problems]
         samples.sort(key=lambda item: item.timestamp_s)  # type: ignore[attr-defined]
@@ -110,7 +187,7 @@ class Series:
 
     @property
     def sources(self) -> list[str]:
-        """The sources the sampler ran and those its samples name."""
+        """The sources recorded and those its samples name."""
         named = {s.name for s in self.meta.sources} if self.meta else set()
         named |= {s.source for s in (*self.gpu, *self.host, *self.packages)}
         return sorted(named)

@@ -7,7 +7,7 @@ One parser per source, each taking the tool's text and returning ``list[GpuSampl
   26.x, ROCm 7.x); readings are ``{"value": v, "unit": u}`` or ``"N/A"``.
 - :func:`parse_rocm_smi_json` — ``rocm-smi --json`` (``{"cardN": {"<label> (<unit>)": "v"}}``).
 - :func:`parse_nvidia_smi_csv` — ``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]``:
-  the sampler's form (:data:`NVIDIA_SMI_ARGS`, parsed by :data:`NVIDIA_SMI_QUERY_FIELDS`) and
+  the recorder's form (:data:`NVIDIA_SMI_ARGS`, parsed by :data:`NVIDIA_SMI_QUERY_FIELDS`) and
   the header form with or without units in the cells.
 - :func:`parse_dcgm_exporter` — dcgm-exporter's Prometheus text.
 - :func:`parse_amd_metrics_exporter` — the AMD Device Metrics Exporter's Prometheus text.
@@ -31,7 +31,7 @@ Conventions every parser follows:
   per-instance memory (MIG) left ``None`` because no instance's figure is the device's.
 - ``timestamp_s`` comes from the output where the tool prints one (nvidia-smi's ``timestamp``
   field, amd-smi's watch-mode ``timestamp``), else from the caller's ``timestamp`` (when the
-  sampler read the output); neither is an error.
+  recorder read the output); neither is an error.
 """
 
 from pocforge.telemetry.parsers.amd import (

@@ -98,7 +98,7 @@ def parse_amd_smi_metric_json(
 
     ``output_time=False`` stamps every GPU with ``timestamp`` even where the output has its
     own: watch mode's is ``int(time.time())`` (``amdsmi_cli/amdsmi_commands.py``), up to a
-    second early, while the sampler knows when it read the document to the millisecond."""
+    second early, while the recorder knows when it read the document to the millisecond."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -26,7 +26,7 @@ from pocforge.telemetry.parsers.sample import (
 
 # --- nvidia-smi --query-gpu ---------------------------------------------------------------
 
-# The fields the sampler queries, in order; parse_nvidia_smi_csv reads the noheader form by
+# The fields the recorder queries, in order; parse_nvidia_smi_csv reads the noheader form by
 # this list. clocks_event_reasons.* is the driver-535+ name (earlier: clocks_throttle_reasons).
 NVIDIA_SMI_QUERY_FIELDS: tuple[str, ...] = (
     "timestamp",
@@ -141,10 +141,10 @@ def parse_nvidia_smi_csv(
     tz: tzinfo = UTC,
 ) -> list[GpuSample]:
     """``nvidia-smi --query-gpu=...`` CSV; ``fields`` as for :func:`nvidia_smi_rows` (the
-    sampler passes :data:`NVIDIA_SMI_QUERY_FIELDS`).
+    recorder passes :data:`NVIDIA_SMI_QUERY_FIELDS`).
 
     The ``timestamp`` field is the node's local time without a zone: ``tz`` is that zone (the
-    sampler runs nvidia-smi with ``TZ=UTC``). Without the field, ``timestamp`` stamps every row,
+    recorder runs nvidia-smi with ``TZ=UTC``). Without the field, ``timestamp`` stamps every row,
     and looped output (``-l``/``-lms``: one GPU in several rows) is refused since its rows
     cannot be told apart in time."""
     rows = nvidia_smi_rows(text, fields)
