@@ -14,7 +14,7 @@ from pocforge.bench.datasets import (
 )
 from pocforge.bench.load import arrival_offsets
 from pocforge.bench.tokenizer import Tokenizer
-from pocforge.spec.schema import Lengths
+from pocforge.spec.serving_schema import Lengths
 from pocforge.tiny_model.make import make_tiny
 
 

@@ -12,7 +12,7 @@ import yaml
 
 from pocforge.frameworks import ADAPTERS, LaunchContext
 from pocforge.spec import SpecError, load_spec
-from pocforge.spec.schema import ModelSpec
+from pocforge.spec.model_schema import ModelSpec
 
 QUANTIZATIONS = get_args(ModelSpec.model_fields["quantization"].annotation)
 # What each value becomes: the --quantization argument, None for none, or the refusal.

@@ -19,8 +19,8 @@ from pocforge.results.store import RunStore
 from pocforge.results.verdicts import judge_run
 from pocforge.runner.gates import baseline_spec, describe
 from pocforge.spec import load_spec
+from pocforge.spec.acceptance_schema import AcceptanceSpec
 from pocforge.spec.gates import ParityGate
-from pocforge.spec.schema import AcceptanceSpec
 
 from ..servers import SGLANG_ENGINE_ARGS
 from .plugin_fixtures import PROMPTS, Run, greedy, query_running, serve_and_query

@@ -1,6 +1,6 @@
 """The spec's kernel ops and the kernel library's bench cases stay in step.
 
-A POC names kernels by the spec's op names (``pocforge.spec.schema.KERNEL_OPS``); the
+A POC names kernels by the spec's op names (``pocforge.spec.kernels_schema.KERNEL_OPS``); the
 runner hands those names to ``python -m pocforge_kernels.bench --op``, and acceptance
 criteria (``kernels.<op>.<metric>``) look rows up by them.  So every spec op needs a
 bench case, and every bench case must answer to a spec op.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from pocforge.spec.schema import KERNEL_OPS
+from pocforge.spec.kernels_schema import KERNEL_OPS
 from pocforge_kernels import OPS, op_folders
 from pocforge_kernels.bench.harness import MODELS, load_models
 from pocforge_kernels.bench.registry import ROOT, cases, compile_variants

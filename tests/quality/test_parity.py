@@ -103,7 +103,7 @@ def test_a_lone_kernel_is_named_only_when_its_own_trial_fails():
 
 def test_bounds_come_from_the_pocs_parity_criteria_else_the_defaults():
     from pocforge.quality.parity import DEFAULT_BOUNDS, bounds, meets
-    from pocforge.spec.schema import AcceptanceSpec
+    from pocforge.spec.acceptance_schema import AcceptanceSpec
 
     criteria = AcceptanceSpec.model_validate(
         {"criteria": ["parity.token_agreement >= 0.9", "serving.chat.ttft_ms.p99 <= 100"]}

@@ -13,7 +13,7 @@ import yaml
 from pocforge.bench.summary import Summary
 from pocforge.results.verdicts import judge_run
 from pocforge.spec import load_poc, load_spec
-from pocforge.spec.schema import AcceptanceSpec
+from pocforge.spec.acceptance_schema import AcceptanceSpec
 from pocforge.stats import t_interval
 from tests.results.conftest import DATA
 from tests.spec.conftest import GOOD

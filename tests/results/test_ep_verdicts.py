@@ -11,7 +11,7 @@ import pytest
 from pocforge.results.run_reader import RunData
 from pocforge.results.verdicts import judge_run
 from pocforge.spec import load_poc
-from pocforge.spec.schema import AcceptanceSpec
+from pocforge.spec.acceptance_schema import AcceptanceSpec
 from tests.results.conftest import build_demo_run
 from tests.results.test_verdicts import INTERNODE, INTRANODE, ep_alltoall
 

@@ -10,7 +10,7 @@ import pytest
 from pocforge.metrics import EP_ALLTOALL_METRICS, METRICS, Metric, judgeable
 from pocforge.results.verdicts import judge_run, overall
 from pocforge.spec import load_poc
-from pocforge.spec.schema import AcceptanceSpec
+from pocforge.spec.acceptance_schema import AcceptanceSpec
 from pocforge.stats import decide, margin
 
 # Starts a subprocess (git for provenance, patch, the CLI) or opens a local socket.

@@ -436,7 +436,7 @@ def test_serving_kernels_that_run_are_accepted(load, good):
 def test_the_rule_and_the_plugins_read_one_table(framework):
     """An op validate accepts in a plain layout is exactly an op the framework's plugin
     registers; an op it refuses, the plugin skips."""
-    from pocforge.spec.schema import KERNEL_OPS
+    from pocforge.spec.kernels_schema import KERNEL_OPS
     from pocforge_kernels.integrations.sglang_hook import SGLANG_OPS
     from pocforge_kernels.integrations.support import serving_problem
     from pocforge_kernels.integrations.vllm_plugin import LAYERS

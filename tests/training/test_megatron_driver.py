@@ -14,7 +14,7 @@ import pytest
 from pocforge.frameworks import LaunchContext
 from pocforge.frameworks.process import free_port
 from pocforge.spec import load_spec
-from pocforge.spec.schema import TrainingProfile
+from pocforge.spec.training_schema import TrainingProfile
 from pocforge.training.megatron_log import read_log
 from pocforge.training.run import run_training
 from pocforge.training.summary import TrainingSummary

@@ -33,7 +33,7 @@ import numpy as np
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from pocforge.bench.tokenizer import Tokenizer
-from pocforge.spec.schema import Lengths
+from pocforge.spec.serving_schema import Lengths
 
 DatasetKind = Literal["random", "sharegpt", "shared_prefix", "trace", "multi_turn", "doc_qa"]
 # Kinds whose requests are a fixed set built from the dataset (not ``n`` drawn prompts).

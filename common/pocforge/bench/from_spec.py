@@ -1,7 +1,7 @@
 """The serving benchmark's configuration for one workload of a POC spec.
 
 The spec's typed objects go through as they are: its token-length distributions are the
-dataset's (:class:`pocforge.spec.schema.Lengths`), its SLOs become the benchmark's
+dataset's (:class:`pocforge.spec.serving_schema.Lengths`), its SLOs become the benchmark's
 :class:`~pocforge.bench.verdicts.SLO` objects. Used by ``pocforge run`` on this machine and
 by the cluster stage, which renders the same configuration as ``pocforge bench serve``
 arguments for node 0.
@@ -15,7 +15,7 @@ from pocforge.bench.config import SweepConfig
 from pocforge.bench.datasets import DatasetConfig
 from pocforge.bench.verdicts import SLO
 from pocforge.spec import PocSpec
-from pocforge.spec.schema import Slo, Workload
+from pocforge.spec.serving_schema import Slo, Workload
 
 
 def slo(spec_slo: Slo) -> SLO:

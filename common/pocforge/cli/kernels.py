@@ -13,7 +13,7 @@ import click
 
 from pocforge.cli.bench import OneLineGroup
 from pocforge.cli.common import fail
-from pocforge.spec.schema import KERNEL_OPS
+from pocforge.spec.kernels_schema import KERNEL_OPS
 
 
 @click.command("kernels")

@@ -16,8 +16,9 @@ from rich.table import Table
 from pocforge.cli.common import fail, pocs_or_paths
 from pocforge.paths import pocs_dir, workspace_root
 from pocforge.spec import SpecError, load_poc, load_spec, public_dump, resolve_spec_path
+from pocforge.spec.base import NAME_PATTERN
 from pocforge.spec.docs import spec_markdown
-from pocforge.spec.schema import NAME_PATTERN, PocSpec
+from pocforge.spec.schema import PocSpec
 
 console = Console()
 if not console.is_terminal:  # piped or captured: do not squeeze columns to 80

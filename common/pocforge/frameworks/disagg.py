@@ -24,9 +24,9 @@ import dataclasses
 from pocforge.catalog import gpu
 from pocforge.frameworks.base import LaunchContext, NodeLaunch, node_hosts
 from pocforge.spec import PocSpec
+from pocforge.spec.cluster_schema import Host
 from pocforge.spec.disagg import Disaggregation, Placement, place
 from pocforge.spec.planning import pool_spec
-from pocforge.spec.schema import Host
 
 NIXL_ROLE = "kv_both"
 ROLE = {"prefill": "kv_producer", "decode": "kv_consumer"}

@@ -24,7 +24,7 @@ from pocforge.frameworks.argcheck.run import run_argcheck
 from pocforge.frameworks.base import LaunchContext, NodeLaunch, node_hosts
 from pocforge.spec import PocSpec
 from pocforge.spec.planning import facts_of
-from pocforge.spec.schema import MegatronLayout
+from pocforge.spec.training_schema import MegatronLayout
 
 MASTER_PORT = 29500
 # Primus names its model files after the model (primus/configs/models/megatron/<name>.yaml).

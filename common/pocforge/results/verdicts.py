@@ -474,7 +474,7 @@ def _ep_alltoall(c: Any, results: list[EpAllToAllResult]) -> CriterionVerdict:
 
 
 def criteria_of(spec: dict[str, Any] | None) -> list[Any]:
-    from pocforge.spec.schema import Criterion
+    from pocforge.spec.acceptance_schema import Criterion
 
     raw = ((spec or {}).get("acceptance") or {}).get("criteria") or []
     return [Criterion.model_validate(c) for c in raw]

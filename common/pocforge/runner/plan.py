@@ -163,7 +163,7 @@ def _training_launch(spec: PocSpec, layout, global_batch: int) -> list[str] | No
     gradient accumulation): Megatron's arguments for a Megatron spec or any layout with
     model parallelism (DeepSpeed runs data parallel only), else DeepSpeed's ZeRO stage and
     micro-batch."""
-    from pocforge.spec.schema import MegatronLayout
+    from pocforge.spec.training_schema import MegatronLayout
 
     training = spec.training
     assert training is not None

@@ -11,7 +11,7 @@ import yaml
 
 from pocforge.catalog import gpu
 from pocforge.spec import PocSpec
-from pocforge.spec.schema import Runtime
+from pocforge.spec.serving_schema import Runtime
 
 Deployment = Literal["serving", "training"]
 # Where bring-up builds a framework's venv on every node, and where the kit's wheels land.

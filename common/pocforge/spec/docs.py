@@ -13,7 +13,7 @@ from pocforge.spec.schema import PocSpec
 
 HEADER = """# `poc.yaml` reference
 
-Generated from `common/pocforge/spec/schema.py` by `pocforge schema --markdown --out pocs/SPEC.md`
+Generated from the models of `common/pocforge/spec/` (`schema.py` and its `*_schema.py` sections) by `pocforge schema --markdown --out pocs/SPEC.md`
 (`make spec-docs`); `tests/spec/test_docs.py` fails when this page is stale.
 Unknown keys are errors. Paths are relative to the POC folder. `include:` inherits from
 other specs (deep merge; lists replace). `${ENV}` is allowed only in fields marked *secret*.

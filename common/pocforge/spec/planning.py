@@ -19,7 +19,9 @@ from pocforge.plan import (
     Training,
     TrainingPoint,
 )
-from pocforge.spec.schema import Lengths, MegatronLayout, PocSpec, ServingSpec, Workload
+from pocforge.spec.schema import PocSpec
+from pocforge.spec.serving_schema import Lengths, ServingSpec, Workload
+from pocforge.spec.training_schema import MegatronLayout
 from pocforge.spec.trtllm_options import server_numbers
 from pocforge.tiny_model.make import planned_config
 

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 from pocforge.spec.finding import Finding
 from pocforge.spec.planning import facts_of
-from pocforge.spec.schema import MegatronLayout, PocSpec
+from pocforge.spec.schema import PocSpec
+from pocforge.spec.training_schema import MegatronLayout
 
 
 def training_fits_cluster(spec: PocSpec) -> Iterator[Finding]:

@@ -40,7 +40,8 @@ import difflib
 from collections.abc import Iterator
 from typing import Any
 
-from pocforge.spec.schema import PocSpec, TrtllmServe
+from pocforge.spec.schema import PocSpec
+from pocforge.spec.serving_schema import TrtllmServe
 
 OPTIONS_FILE = "extra-llm-api-options.yaml"
 

@@ -23,7 +23,7 @@ import torch
 
 @dataclass
 class Case:
-    op: str  # the spec's op name (pocforge.spec.schema.KERNEL_OPS)
+    op: str  # the spec's op name (pocforge.spec.kernels_schema.KERNEL_OPS)
     shape: str  # for people: "T=64 H=4096"
     dims: dict[str, int]  # for programs: {"T": 64, "H": 4096}
     kernel: Callable[[], object]
