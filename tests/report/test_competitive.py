@@ -104,7 +104,7 @@ def test_per_watt_comes_from_our_telemetry_when_measured():
     their tok/s/GPU over the power per GPU the spec gives for them."""
     from pocforge.report.competitive import measured_per_watt
     from pocforge.results.compare import CompetitorComparison
-    from pocforge.results.schema import ServingPoint, ServingResult
+    from pocforge.results.stage_schema import ServingPoint, ServingResult
 
     found = CompetitorComparison(
         name="rival", workload="chat", ours_best=100.0, theirs_best=50.0, ratio_best=2.0,

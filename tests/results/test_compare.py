@@ -14,7 +14,7 @@ from pocforge.results.compare import (
     pareto_front,
 )
 from pocforge.results.run_reader import RunData
-from pocforge.results.schema import ServingPoint, ServingResult
+from pocforge.results.stage_schema import ServingPoint, ServingResult
 from pocforge.stats import bootstrap_difference as bootstrap_diff
 from pocforge.stats import welch_interval
 

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from pocforge.results.ep_schema import EpAllToAllResult
 from pocforge.results.importers import ResultImportError, import_files, parse
 from pocforge.results.importers.deepep import parse_text
-from pocforge.results.schema import EpAllToAllResult, load_document
+from pocforge.results.schema import load_document
 from pocforge.results.verify import verify
 
 EP = Path(__file__).resolve().parents[1] / "data" / "ep"

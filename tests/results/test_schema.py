@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pocforge.results.schema import RunManifest, SchemaError, json_schemas, parse_document
+from pocforge.results.base import SchemaError
+from pocforge.results.run_schema import RunManifest
+from pocforge.results.schema import json_schemas, parse_document
 from pocforge.results.store import Run
 
 # Starts a subprocess (git for provenance, patch, the CLI) or opens a local socket.

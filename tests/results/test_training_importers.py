@@ -15,7 +15,8 @@ import pytest
 from pocforge.catalog import gpu
 from pocforge.results.importers import DTYPES, ResultImportError, import_files, parse
 from pocforge.results.run_reader import RunData
-from pocforge.results.schema import TrainingResult, load_document
+from pocforge.results.schema import load_document
+from pocforge.results.stage_schema import TrainingResult
 from pocforge.results.store import Run
 from pocforge.results.verify import verify
 from pocforge.stats import harmonic_mean

@@ -97,7 +97,7 @@ def full_run(store, tmp_path):
     energy figures of known telemetry, tests/telemetry/sweeps.py), a training and a timed
     kernel result, and collectives written with MI300X's busbw references."""
     from pocforge.cluster.references import collective_references
-    from pocforge.results.schema import KernelResults, KernelRow, TrainingResult, TrainingStep
+    from pocforge.results.stage_schema import KernelResults, KernelRow, TrainingResult, TrainingStep
     from tests.telemetry.sweeps import with_telemetry
 
     from .conftest import DATA
@@ -289,7 +289,8 @@ def test_every_judgeable_metric_is_decided(full_run, found, path) -> None:
 def test_pct_reference_is_judged_against_the_stored_reference(full_run) -> None:
     """The writer stores the reference the cluster stage compared with; the verdict is the
     run's busbw at its largest message over it (MI300X intra-node all_reduce, 315.9 GB/s)."""
-    from pocforge.results.schema import CollectiveResult, load_document
+    from pocforge.results.schema import load_document
+    from pocforge.results.stage_schema import CollectiveResult
 
     (file,) = (full_run.path / "collectives").glob("*-intra_node.json")
     stored = load_document(file, CollectiveResult)

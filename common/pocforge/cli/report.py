@@ -50,8 +50,8 @@ def report_cmd(
     """Write the customer dashboard of RUN (<poc> = its newest run, <poc>/<run-id>, or a folder)."""
     from pocforge.report import render
     from pocforge.report.pdf import PdfError, print_pdf
+    from pocforge.results.base import SchemaError
     from pocforge.results.compare import Cost
-    from pocforge.results.schema import SchemaError
     from pocforge.results.store import RunError, RunStore
 
     store = RunStore(root)

@@ -154,8 +154,8 @@ def import_cmd(
 ) -> None:
     """Normalise other tools' result FILES into a run (one file per sweep point; one log
     for a training format: megatron-log, dgxc)."""
+    from pocforge.results.base import SchemaError
     from pocforge.results.importers import ResultImportError, import_files
-    from pocforge.results.schema import SchemaError
     from pocforge.results.store import RunError
 
     if as_ref and (as_ref.count("/") > 1 or not as_ref.strip("/")):

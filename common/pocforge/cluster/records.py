@@ -19,20 +19,15 @@ from typing import Any
 
 from pocforge.cluster.events import CheckRecord, ClusterResult
 from pocforge.cluster.references import spec_references
+from pocforge.results.base import SchemaError
+from pocforge.results.ep_schema import EpAllToAllResult
 from pocforge.results.importers import deepep
 from pocforge.results.importers.common import ResultImportError
 from pocforge.results.importers.nccl_tests import parse_text
 from pocforge.results.provenance import now
-from pocforge.results.schema import (
-    ClusterHealth,
-    CollectiveResult,
-    EpAllToAllResult,
-    GpuInfo,
-    HealthCheck,
-    HostFacts,
-    SchemaError,
-    load_document,
-)
+from pocforge.results.run_schema import GpuInfo, HostFacts
+from pocforge.results.schema import load_document
+from pocforge.results.stage_schema import ClusterHealth, CollectiveResult, HealthCheck
 from pocforge.results.store import PROVENANCE, Run, Stage
 
 HEALTH = "cluster/health.json"

@@ -16,13 +16,13 @@ from plotly.subplots import make_subplots
 
 from pocforge.report.i18n import gettext_for
 from pocforge.results.compare import pareto_front
-from pocforge.results.schema import (
+from pocforge.results.serving import interactivity, throughput_per_gpu
+from pocforge.results.stage_schema import (
     CollectiveResult,
     KernelResults,
     ServingResult,
     TrainingResult,
 )
-from pocforge.results.serving import interactivity, throughput_per_gpu
 
 OURS = "#c8102e"  # this run
 PALETTE = ("#1f6feb", "#6e7781", "#8250df", "#1a7f37", "#bf8700", "#0a3069")

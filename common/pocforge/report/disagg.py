@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from pocforge.results.schema import ServingPoint, ServingResult
+from pocforge.results.stage_schema import ServingPoint, ServingResult
 from pocforge.spec.disagg import Disaggregation, Pool
 
 # The split, in the order the table shows it; scalars ("value") of each repeat.

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pocforge.results.schema import ServingResult
+from pocforge.results.stage_schema import ServingResult
 
 HIT_RATE = "prefix_hit_rate"
 TURNS = ("ttft_first_turn_ms", "ttft_later_turns_ms")

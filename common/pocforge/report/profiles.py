@@ -23,7 +23,7 @@ from urllib.parse import quote
 from pocforge.frameworks.profilers import TABLE_SUFFIX, TRACE_SUFFIXES, is_kernel_summary
 from pocforge.report import kernel_stats, trace_ops
 from pocforge.report.ops_table import TOP, OpsTable, read_table
-from pocforge.results.schema import ServingResult
+from pocforge.results.stage_schema import ServingResult
 
 PREFIX = "profile-"  # serving/<workload>/profile-<point>/ (pocforge.runner.profile)
 UNITS = ("B", "KB", "MB", "GB")

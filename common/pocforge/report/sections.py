@@ -19,7 +19,7 @@ from pocforge.report import (
     watts,
 )
 from pocforge.results.run_reader import RunData
-from pocforge.results.schema import KernelResults
+from pocforge.results.stage_schema import KernelResults
 
 
 def dataset_of(spec: dict[str, Any] | None, workload: str) -> Any:

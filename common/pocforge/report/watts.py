@@ -19,8 +19,8 @@ from pathlib import Path
 from statistics import mean, median
 from typing import Any
 
-from pocforge.results.schema import ServingPoint, ServingResult
 from pocforge.results.serving import load_records
+from pocforge.results.stage_schema import ServingPoint, ServingResult
 from pocforge.telemetry.series import Series
 
 MAX_BINS = 1500

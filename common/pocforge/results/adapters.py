@@ -12,10 +12,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from pocforge.bench.summary import Summary
-from pocforge.results.schema import (
+from pocforge.results.base import SchemaError
+from pocforge.results.stage_schema import (
     KernelResults,
     KernelRow,
-    SchemaError,
     ServingPoint,
     ServingResult,
     TrainingResult,

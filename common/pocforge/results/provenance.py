@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pocforge import __version__
-from pocforge.results.schema import GpuInfo, HostFacts, KitInfo, NicInfo, PatchInfo
+from pocforge.results.run_schema import GpuInfo, HostFacts, KitInfo, NicInfo, PatchInfo
 from pocforge.results.secrets import Redactor
 from pocforge.versions import git_state, package_version
 

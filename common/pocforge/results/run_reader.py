@@ -14,18 +14,18 @@ from typing import Any
 from pocforge.quality.accuracy import AccuracyResult
 from pocforge.quality.parity import ParityResult
 from pocforge.quality.sanity import SanityResult
-from pocforge.results.schema import (
+from pocforge.results.base import SchemaError
+from pocforge.results.ep_schema import EpAllToAllResult
+from pocforge.results.run_schema import Provenance
+from pocforge.results.schema import load_document
+from pocforge.results.serving import load_workload
+from pocforge.results.stage_schema import (
     ClusterHealth,
     CollectiveResult,
-    EpAllToAllResult,
     KernelResults,
-    Provenance,
-    SchemaError,
     ServingResult,
     TrainingResult,
-    load_document,
 )
-from pocforge.results.serving import load_workload
 
 
 @dataclass

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from pocforge.results.adapters import from_bench_summary
-from pocforge.results.schema import SchemaError, ServingPoint, ServingResult, load_document
+from pocforge.results.base import SchemaError
+from pocforge.results.schema import load_document
+from pocforge.results.stage_schema import ServingPoint, ServingResult
 
 BENCH_SUMMARY = "summary.json"
 RESULT = "result.json"

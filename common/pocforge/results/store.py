@@ -31,17 +31,17 @@ from pydantic import BaseModel
 
 from pocforge import atomic
 from pocforge.paths import results_root
+from pocforge.results.base import SchemaError
 from pocforge.results.provenance import collect_local, kit_info, now, patches
-from pocforge.results.schema import (
+from pocforge.results.run_schema import (
     FileEntry,
     ImportSource,
     Provenance,
     RunManifest,
-    SchemaError,
     StageRecord,
     Writer,
-    load_document,
 )
+from pocforge.results.schema import load_document
 from pocforge.results.secrets import Redactor
 
 MANIFEST = "run.json"

@@ -29,15 +29,15 @@ from pydantic import BaseModel, Field
 
 from pocforge.messages import N_, Note, join
 from pocforge.metrics import EP_ALLTOALL_METRICS, judgeable, metric
-from pocforge.results.schema import (
+from pocforge.results.ep_schema import EpAllToAllResult
+from pocforge.results.serving import load_records
+from pocforge.results.stage_schema import (
     CollectiveResult,
-    EpAllToAllResult,
     KernelResults,
     ServingPoint,
     ServingResult,
     TrainingResult,
 )
-from pocforge.results.serving import load_records
 from pocforge.stats import Decision, decide, margin, t_interval
 
 VerdictName = Decision
@@ -428,7 +428,7 @@ def _collectives(c: Any, results: list[CollectiveResult]) -> CriterionVerdict:
 
 def _ep_alltoall(c: Any, results: list[EpAllToAllResult]) -> CriterionVerdict:
     """``collectives.ep_<phase>.<metric>``: each DeepEP / MoRI output's
-    :meth:`~pocforge.results.schema.EpAllToAllResult.verdict_metrics` (its best tuned config
+    :meth:`~pocforge.results.ep_schema.EpAllToAllResult.verdict_metrics` (its best tuned config
     or round, then its slowest rank); where several outputs print the number (nodes, or
     benchmarks: intranode and internode both print NVL), the worst decides. Point verdicts:
     the tools print one mean per config, no spread."""

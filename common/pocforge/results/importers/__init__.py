@@ -2,7 +2,7 @@
 
 ``pocforge import FILE… --format TOOL [--as POC/RUN]`` parses the files with the tool's
 module here, keeps the tool's metric definitions and the list of where they differ from
-ours (:class:`~pocforge.results.schema.DefinitionDifference`), and writes a run:
+ours (:class:`~pocforge.results.stage_schema.DefinitionDifference`), and writes a run:
 
 - ``serving/<workload>/result.json`` (``ServingResult``) and, where the tool kept
   per-request data, ``serving/<workload>/requests-<point>.jsonl`` in the serving

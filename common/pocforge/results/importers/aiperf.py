@@ -19,7 +19,7 @@ from pocforge.results.importers.common import (
     read_json,
     sort_points,
 )
-from pocforge.results.schema import DefinitionDifference, ServingPoint, ServingResult
+from pocforge.results.stage_schema import DefinitionDifference, ServingPoint, ServingResult
 
 TOOL = "aiperf"
 # ours -> (theirs, factor to ms)

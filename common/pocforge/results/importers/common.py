@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pocforge.results.schema import (
+from pocforge.results.stage_schema import (
     CollectiveResult,
     KernelResults,
     ServingPoint,

@@ -20,7 +20,7 @@ Reads what the benchmarks print, whichever of them printed it (``--format deepep
   (across nodes): its ``Dispatch Performance (dtype)`` / ``Combine Performance`` tables.
 
 Other lines (NCCL / NVSHMEM logs, ``[testing] … passed``) are skipped. What each number
-means is :class:`~pocforge.results.schema.EpAllToAllResult`'s docstring and, per benchmark,
+means is :class:`~pocforge.results.ep_schema.EpAllToAllResult`'s docstring and, per benchmark,
 ``DEFINITIONS`` (written into the result).
 """
 
@@ -29,8 +29,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from pocforge.results.ep_schema import EpAllToAllResult, EpConfig, EpRow
 from pocforge.results.importers.common import Imported, ResultImportError
-from pocforge.results.schema import EpAllToAllResult, EpConfig, EpRow
 
 _F = r"([0-9]+(?:\.[0-9]+)?)"
 

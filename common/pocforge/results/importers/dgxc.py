@@ -37,7 +37,7 @@ from pocforge.results.importers.training import (
     training_result,
     world_size,
 )
-from pocforge.results.schema import DefinitionDifference
+from pocforge.results.stage_schema import DefinitionDifference
 
 TOOL = "dgxc"
 WINDOW = (35, 44)  # llmb_run.pretrain_log_parser.MIN_ITERATION, MAX_ITERATION

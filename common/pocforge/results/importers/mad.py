@@ -16,7 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from pocforge.results.importers.common import Imported, ResultImportError, sort_points
-from pocforge.results.schema import DefinitionDifference, ServingPoint, ServingResult
+from pocforge.results.stage_schema import DefinitionDifference, ServingPoint, ServingResult
 
 TOOL = "mad"
 SCALARS = {

@@ -33,7 +33,7 @@ from pocforge.results.importers.training import (
     training_result,
     world_size,
 )
-from pocforge.results.schema import DefinitionDifference
+from pocforge.results.stage_schema import DefinitionDifference
 from pocforge.training.megatron_log import MegatronLog, parse_text
 
 TOOL = "megatron-log"

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from pocforge.results.importers.common import Imported, ResultImportError, sort_points
-from pocforge.results.schema import DefinitionDifference, ServingPoint, ServingResult
+from pocforge.results.stage_schema import DefinitionDifference, ServingPoint, ServingResult
 
 TOOL = "mlperf"
 _LINE = re.compile(r"^\s*(?P<key>[^:]+?)\s*:\s*(?P<value>\S.*?)\s*$")

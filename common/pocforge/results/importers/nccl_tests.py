@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 
 from pocforge.results.importers.common import Imported, ResultImportError
-from pocforge.results.schema import CollectiveResult, CollectiveRow
+from pocforge.results.stage_schema import CollectiveResult, CollectiveRow
 
 COLLECTIVES = (
     "all_reduce",

@@ -33,7 +33,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from pocforge.results.importers.common import Imported, ResultImportError, sort_points
-from pocforge.results.schema import DefinitionDifference, ServingPoint, ServingResult
+from pocforge.results.stage_schema import DefinitionDifference, ServingPoint, ServingResult
 
 TOOL = "published"
 LABEL = "published, not measured here"

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from pocforge.catalog import gpu
 from pocforge.results.importers.common import ResultImportError
-from pocforge.results.schema import DefinitionDifference, TrainingResult, TrainingStep
+from pocforge.results.stage_schema import DefinitionDifference, TrainingResult, TrainingStep
 from pocforge.stats import harmonic_mean
 
 DTYPES = ("bfloat16", "float16", "float32", "fp8")

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pocforge.results.importers.common import Imported, ResultImportError, sort_points
-from pocforge.results.schema import DefinitionDifference, ServingPoint, ServingResult
+from pocforge.results.stage_schema import DefinitionDifference, ServingPoint, ServingResult
 
 TOOL = "trtllm-bench"
 DEFINITIONS = {

@@ -22,7 +22,7 @@ from pocforge.results.importers.common import (
     require,
     sort_points,
 )
-from pocforge.results.schema import DefinitionDifference, ServingPoint, ServingResult
+from pocforge.results.stage_schema import DefinitionDifference, ServingPoint, ServingResult
 
 TOOL = "vllm"
 DEFINITIONS = {
