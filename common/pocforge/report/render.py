@@ -54,7 +54,8 @@ from pocforge.results.run_reader import RunData
 from pocforge.results.secrets import Redactor
 from pocforge.results.serving import interactivity, throughput_per_gpu
 from pocforge.results.store import Run
-from pocforge.results.verdicts import CriterionVerdict, judge_run, overall
+from pocforge.results.verdict_schema import CriterionVerdict
+from pocforge.results.verdicts import judge_run, overall
 from pocforge.results.verify import VerifyReport, verify
 
 TEMPLATES = Path(__file__).parent / "templates"
