@@ -52,7 +52,7 @@ validate: ## Validate every POC spec
 
 I18N := common/pocforge/report
 i18n: ## The dashboard's translations: extract messages, merge into each .po, fail on untranslated, compile
-	$(BIN)/pybabel --quiet extract -F $(I18N)/babel.cfg -k N_ --no-location --sort-output --omit-header -o $(I18N)/locale/messages.pot $(I18N) common/pocforge/results/verdicts.py common/pocforge/bench/verdicts.py
+	$(BIN)/pybabel --quiet extract -F $(I18N)/babel.cfg -k N_ --no-location --sort-output --omit-header -o $(I18N)/locale/messages.pot $(I18N) $$($(BIN)/python -c 'from pocforge.report.i18n import NOTE_SOURCES; print(*NOTE_SOURCES)')
 	$(BIN)/pybabel --quiet update -i $(I18N)/locale/messages.pot -d $(I18N)/locale -D messages --no-fuzzy-matching
 	$(BIN)/python -c 'from pocforge.report.i18n import main; raise SystemExit(main(["--check"]))'
 	$(BIN)/pybabel --quiet compile -d $(I18N)/locale -D messages

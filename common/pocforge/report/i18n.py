@@ -129,6 +129,9 @@ REPORT = Path(__file__).parent
 BABEL_CFG = REPORT / "babel.cfg"
 # Notes other packages hand the dashboard, marked with pocforge.messages.N_
 NOTE_SOURCES = (
+    REPORT.parent / "results" / "verdict_schema.py",
+    REPORT.parent / "results" / "serving_verdicts.py",
+    REPORT.parent / "results" / "stage_verdicts.py",
     REPORT.parent / "results" / "verdicts.py",
     REPORT.parent / "bench" / "verdicts.py",
 )
