@@ -18,11 +18,6 @@ from typing import Any
 import jinja2
 
 from pocforge.messages import join
-from pocforge.report import (
-    charts,
-    competitive,
-    planner,
-)
 from pocforge.report.i18n import (
     LANGUAGES,
     NATIVE,
@@ -31,94 +26,33 @@ from pocforge.report.i18n import (
     gettext_for,
     translations,
 )
-from pocforge.report.planner import read_plan
-from pocforge.report.sections import (
-    Chart,
-    Section,
-    disagg_section,
-    gpus_of,
-    kernels_profile_section,
-    profile_section,
-    reuse_section,
-    training_profile_section,
-    watts_section,
-)
-from pocforge.results.compare import (
-    CompetitorComparison,
-    Cost,
-    MetricDelta,
-    compare_competitor,
-    compare_runs,
-)
+from pocforge.report.sections import Section
+from pocforge.report.serving_sections import serving_part
+from pocforge.report.stage_sections import stage_sections
+from pocforge.results.compare import Cost, MetricDelta, compare_runs
 from pocforge.results.run_reader import RunData
 from pocforge.results.secrets import Redactor
-from pocforge.results.serving import interactivity, throughput_per_gpu
+from pocforge.results.serving import throughput_per_gpu
 from pocforge.results.store import Run
 from pocforge.results.verdict_schema import CriterionVerdict
 from pocforge.results.verdicts import judge_run, overall
 from pocforge.results.verify import VerifyReport, verify
 
 TEMPLATES = Path(__file__).parent / "templates"
-SERVING_TABLE_STATS = ("p50", "p90", "p99")
 
 
 class ReportError(ValueError):
     """A report that cannot be built (bad run reference, unreadable competitor); one line."""
 
 
-def _slos(spec: dict[str, Any] | None, workload: str) -> list[dict[str, Any]]:
-    for w in ((spec or {}).get("serving") or {}).get("workloads") or []:
-        if w.get("name") == workload:
-            return list(w.get("slos") or [])
-    return []
-
-
-def _competitors(
-    spec: dict[str, Any] | None,
-    run_path: Path,
-    poc: str,
-    caveats: list[str],
-    _: Callable[[str], str],
-) -> list[tuple[Any, Any]]:
-    """(Competitor spec entry, Imported) for each competitor file of the spec: the copy the
-    run keeps (``compare/``), so the page rebuilds from the run folder alone, else the POC's."""
-    from pocforge.paths import pocs_dir
-    from pocforge.results.importers import ResultImportError, parse
-
-    out = []
-    for comp in ((spec or {}).get("compare") or {}).get("competitors") or []:
-        kept = run_path / "compare" / Path(comp["file"]).name
-        path = kept if kept.is_file() else pocs_dir() / poc / comp["file"]
-        if comp["format"] == "pocforge":
-            caveats.append(
-                _("competitor {name}: pocforge runs are compared with --compare").format(
-                    name=comp["name"]
-                )
-            )
-            continue
-        try:
-            out.append((comp, parse([path], comp["format"], "competitor", comp.get("gpus"))))
-        except ResultImportError as exc:
-            caveats.append(
-                _("competitor {name} not shown: {error}").format(name=comp["name"], error=exc)
-            )
-    return out
-
-
-def build(
-    run_path: Path, compare: list[Path] = (), ours_cost: Cost | None = None, lang: str = "en"
-) -> dict[str, Any]:
-    """The template context of a run's dashboard, its text in ``lang``."""
-    _ = gettext_for(lang)
-    words = _words(_)
-    run = Run.open(run_path)
-    m = run.manifest
+def _run_caveats(
+    data: RunData, report: VerifyReport, words: dict[str, str], _: Callable[[str], str]
+) -> list[str]:
+    """What the reader must know about the run as a whole: its status, its integrity, files
+    that could not be read, stages that failed, a rank's warning, CPUs, an import."""
+    m = data.run.manifest
     spec = m.spec
-    data = RunData.load(run)
-    report: VerifyReport = verify(run_path)
-    verdicts: list[CriterionVerdict] = judge_run(run)
     caveats: list[str] = []
-
     if m.status != "complete":
         caveats.append(
             _("the run's status is {status}: results may be partial").format(
@@ -153,241 +87,40 @@ def build(
                 tool=m.imported_from.tool, file=m.imported_from.file
             )
         )
+    return caveats
+
+
+def build(
+    run_path: Path, compare: list[Path] = (), ours_cost: Cost | None = None, lang: str = "en"
+) -> dict[str, Any]:
+    """The template context of a run's dashboard, its text in ``lang``."""
+    _ = gettext_for(lang)
+    words = _words(_)
+    run = Run.open(run_path)
+    m = run.manifest
+    spec = m.spec
+    data = RunData.load(run)
+    report: VerifyReport = verify(run_path)
+    verdicts: list[CriterionVerdict] = judge_run(run)
+    caveats = _run_caveats(data, report, words, _)
 
     baselines = [RunData.load(Run.open(p)) for p in compare]
     deltas: list[MetricDelta] = []
     for b in baselines:
         deltas += compare_runs(b, data)
 
-    competitors = _competitors(spec, run_path, m.poc, caveats, _)
-    comparisons: list[CompetitorComparison] = []
-    sections: list[Section] = []
-    serving_rows = []
-    for workload, (result, _folder) in data.serving.items():
-        gpus = gpus_of(spec, result.gpus)
-        slos = _slos(spec, workload)
-        tpot = [s for s in slos if s.get("metric") == "tpot_ms"]
-        min_inter = 1000.0 / min(s["max_ms"] for s in tpot) if tpot else None
-        label = (
-            _("SLO: TPOT p{percentile} ≤ {max_ms} ms").format(
-                percentile=f"{tpot[0]['percentile']:g}", max_ms=f"{tpot[0]['max_ms']:g}"
-            )
-            if tpot
-            else None
-        )
-        failing = [
-            p.id
-            for p in result.points
-            for s in slos
-            if s.get("metric") != "tpot_ms"
-            and (v := p.metrics.get(s["metric"], {}).get(f"p{s['percentile']:g}")) is not None
-            and v > s["max_ms"]
-        ]
-        others = []
-        for b in baselines:
-            if workload in b.serving:
-                bres = b.serving[workload][0]
-                others.append(
-                    (
-                        _("baseline {run_id}").format(run_id=b.run.manifest.run_id),
-                        bres,
-                        gpus_of(b.run.manifest.spec, bres.gpus),
-                    )
-                )
-        for comp, imported in competitors:
-            if not competitive.applies(comp, workload):
-                continue
-            match = [r for r in imported.serving if r.workload == workload] or (
-                imported.serving if len(imported.serving) == 1 else []
-            )
-            for r in match:
-                name = competitive.label(comp, _)
-                others.append((name, r, comp.get("gpus") or r.gpus))
-                mine, theirs, price_notes = competitive.costs(spec, comp, ours_cost, gpus, _)
-                found = compare_competitor(name, result, r, mine, theirs, min_inter)
-                found.published = competitive.published_source(comp, r)
-                competitive.measured_per_watt(found, result, comp.get("power_w_per_gpu"), _)
-                found.notes += price_notes
-                found.notes += competitive.caveats(spec, comp, result, r, gpus, _)
-                comparisons.append(found)
-                for d in r.differences:
-                    caveats.append(
-                        _("{name} ({tool}) {metric}: {theirs}; ours {ours} — {effect}").format(
-                            name=comp["name"],
-                            tool=r.tool,
-                            metric=d.metric,
-                            theirs=d.theirs,
-                            ours=d.ours,
-                            effect=d.effect,
-                        )
-                    )
-        for p in result.points:
-            if p.client_limited:
-                caveats.append(
-                    _(
-                        "{workload} {point}: the load generator, not the server, was the limit"
-                        " ({caveats})"
-                    ).format(workload=workload, point=p.id, caveats="; ".join(p.caveats))
-                )
-            elif p.caveats:
-                caveats += [f"{workload} {p.id}: {c}" for c in p.caveats]
-        for d in result.differences:
-            caveats.append(
-                _("{tool} {metric}: {theirs}; ours {ours} — {effect}").format(
-                    tool=result.tool, metric=d.metric, theirs=d.theirs, ours=d.ours, effect=d.effect
-                )
-            )
-        rows = []
-        for p in result.points:
-            x = interactivity(p)
-            rows.append(
-                {
-                    "id": p.id,
-                    "status": p.status,
-                    "requests": p.requests,
-                    "failed": p.failed,
-                    "repeats": p.repeats,
-                    "client_limited": p.client_limited,
-                    "tput": p.metrics.get("output_throughput", {}).get("value"),
-                    "tput_gpu": throughput_per_gpu(p, gpus),
-                    "interactivity": x,
-                    "goodput": p.metrics.get("goodput", {}).get("value"),
-                    "lat": {
-                        m_: {s: p.metrics.get(m_, {}).get(s) for s in SERVING_TABLE_STATS}
-                        for m_ in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
-                    },
-                }
-            )
-        serving_rows.append({"workload": workload, "tool": result.tool, "gpus": gpus})
-        sec = Section(
-            id=f"serving-{workload}",
-            title=_("Serving — {workload}").format(workload=workload),
-            body={
-                "rows": rows,
-                "result": result,
-                "gpus": gpus,
-                "slos": slos,
-                "notes": result.notes,
-            },
-        )
-        sec.charts.append(
-            Chart(
-                f"pareto-{workload}",
-                _("Pareto"),
-                charts.to_json(charts.pareto(result, gpus, others, min_inter, label, failing, _=_)),
-            )
-        )
-        sec.charts.append(
-            Chart(
-                f"latency-{workload}",
-                _("Latency"),
-                charts.to_json(charts.latency_percentiles(result, _=_)),
-            )
-        )
-        sections.append(sec)
-        energy = watts_section(workload, result, _folder, _)
-        if energy is not None:
-            sections.append(energy)
-        split = disagg_section(workload, result, gpus, spec, baselines, (min_inter, label), _)
-        if split is not None:
-            sections.append(split)
-            caveats += [
-                _("{workload} {point}: {n} requests failed at the P/D router").format(
-                    workload=workload, point=r["id"], n=r["kv_transfer_failures"]
-                )
-                for r in split.body["rows"]
-                if r["kv_transfer_failures"]
-            ]
-        reuse = reuse_section(workload, result, _)
-        if reuse is not None:
-            sections.append(reuse)
-        profiled = profile_section(workload, result, _folder, run_path, _)
-        if profiled is not None:
-            sections.append(profiled)
-
-    plan = read_plan(run_path)
-    if plan is not None:
-        workload_gpus = {row["workload"]: row["gpus"] for row in serving_rows}
-        planned = planner.compare(plan, data, workload_gpus, _=_)
-        if planned["rows"]:
-            sections.append(Section("planner", _("Planner: predicted vs measured"), body=planned))
-    if data.sanity is not None or data.accuracy or data.parity is not None:
-        sections.append(
-            Section(
-                "accuracy",
-                _("Accuracy and parity"),
-                body={"sanity": data.sanity, "accuracy": data.accuracy, "parity": data.parity},
-            )
-        )
-    if data.training is not None:
-        for d in data.training.differences:
-            caveats.append(
-                _("{tool} {metric}: {theirs}; ours {ours} — {effect}").format(
-                    tool=data.training.tool,
-                    metric=d.metric,
-                    theirs=d.theirs,
-                    ours=d.ours,
-                    effect=d.effect,
-                )
-            )
-        sections.append(
-            Section(
-                "training",
-                _("Training"),
-                [Chart("loss", _("Loss"), charts.to_json(charts.loss_curve(data.training, _=_)))],
-                {"result": data.training},
-            )
-        )
-        profiled = training_profile_section(spec, run_path, _)
-        if profiled is not None:
-            sections.append(profiled)
-    if data.kernels is not None and data.kernels.rows:
-        if not data.kernels.timed:
-            caveats.append(
-                # a literal % is written %% and formatted away (as the template's _() does)
-                _(
-                    "kernel times were not measured on a GPU (interpreter): %% of roofline is"
-                    " not meaningful"
-                )
-                % {}
-            )
-        bars = [
-            Chart("kernels", _("Kernels"), charts.to_json(charts.kernel_bars(data.kernels, _=_)))
-        ]
-        sections.append(
-            Section(
-                "kernels",
-                _("Kernels"),
-                bars if data.kernels.timed else [],
-                {"result": data.kernels},
-            )
-        )
-        profiled = kernels_profile_section(data.kernels, run_path, _)
-        if profiled is not None:
-            sections.append(profiled)
-    if data.cluster is not None or data.collectives:
-        sec = Section("cluster", _("Cluster"))
-        if data.cluster is not None:
-            hosts = sorted({c.host for c in data.cluster.checks})
-            names = list(dict.fromkeys(c.check for c in data.cluster.checks))
-            cells = {(c.host, c.check): c for c in data.cluster.checks}
-            sec.body["matrix"] = {"hosts": hosts, "checks": names, "cells": cells}
-        if data.collectives:
-            sec.charts.append(
-                Chart(
-                    "collectives",
-                    _("Collectives"),
-                    charts.to_json(charts.collective_curves(data.collectives, _=_)),
-                )
-            )
-            sec.body["collectives"] = data.collectives
-        sections.append(sec)
+    serving = serving_part(data, baselines, run_path, ours_cost, _)
+    sections: list[Section] = list(serving.sections)
+    caveats += serving.caveats
+    more, found = stage_sections(data, run_path, serving.rows, _)
+    sections += more
+    caveats += found
 
     for v in verdicts:
         if v.verdict != "pass" and v.notes:
             caveats.append(f"{v.criterion}: {join(v.notes, _)}")
     verdict = overall(verdicts)
-    summary = _summary(verdict, verdicts, data, serving_rows, _, Formats(lang))
+    summary = _summary(verdict, verdicts, data, serving.rows, _, Formats(lang))
     redactor = Redactor.for_spec(None)
     return {
         "title": _("{poc} — POC results").format(poc=m.poc),
@@ -406,7 +139,7 @@ def build(
         "verdicts": verdicts,
         "sections": sections,
         "deltas": deltas,
-        "comparisons": comparisons,
+        "comparisons": serving.comparisons,
         "provenance": data.provenance,
         "verify": report,
         "caveats": list(dict.fromkeys(caveats)),
