@@ -319,22 +319,25 @@ def collective_curves(
 def power_timeline(
     curves: dict[str, Any], workload: str, _: Callable[[str], str] = ENGLISH
 ) -> go.Figure:
-    """Power, utilisation and latency of a workload over its time, one row each where
-    measured (:func:`pocforge.report.watts.timeline`), the points' windows shaded."""
+    """Power, utilisation and latency of a workload (or step times of a training run) over
+    its time, one row each where measured (:func:`pocforge.report.watts.timeline`,
+    :func:`~pocforge.report.watts.training_timeline`), the points' windows shaded."""
     rows = [
         (key, title)
         for key, title in (
             ("power", _("power (W)")),
             ("util", _("utilization (%%)") % {}),
             ("latency", _("latency (ms)")),
+            ("steps", _("step time (s)")),
         )
         if curves.get(key)
     ]
     fig = make_subplots(rows=max(1, len(rows)), cols=1, shared_xaxes=True, vertical_spacing=0.06)
     colors = iter((OURS, *PALETTE, *PALETTE))
     for row, (key, title) in enumerate(rows, 1):
-        # a request now and then (low load) makes isolated bins: latency gets markers
-        mode = "lines+markers" if key == "latency" else "lines"
+        # a request now and then (low load) makes isolated bins: latency gets markers, and
+        # each step is a point of its own
+        mode = "lines" if key in ("power", "util") else "lines+markers"
         for name, (xs, ys) in curves[key].items():
             fig.add_trace(
                 go.Scatter(

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pocforge.report import charts, planner
+from pocforge.report import charts, planner, watts
 from pocforge.report.planner import read_plan
 from pocforge.report.sections import (
     Chart,
@@ -17,6 +17,8 @@ from pocforge.report.sections import (
     training_profile_section,
 )
 from pocforge.results.run_reader import RunData
+from pocforge.results.stage_schema import TrainingResult
+from pocforge.telemetry.series import Series
 
 
 def stage_sections(
@@ -54,14 +56,7 @@ def stage_sections(
                     effect=d.effect,
                 )
             )
-        sections.append(
-            Section(
-                "training",
-                _("Training"),
-                [Chart("loss", _("Loss"), charts.to_json(charts.loss_curve(data.training, _=_)))],
-                {"result": data.training},
-            )
-        )
+        sections.append(training_section(data.training, run_path, _))
         profiled = training_profile_section(spec, run_path, _)
         if profiled is not None:
             sections.append(profiled)
@@ -108,3 +103,33 @@ def stage_sections(
         sections.append(sec)
 
     return sections, caveats
+
+
+def training_section(result: TrainingResult, run_path: Path, _: Callable[[str], str]) -> Section:
+    """The training result, its loss curve and, where the run recorded telemetry
+    (``training/telemetry.jsonl``), its power and utilisation beside its step times and
+    the energy of the run and of its measured steps."""
+    sec = Section(
+        "training",
+        _("Training"),
+        [Chart("loss", _("Loss"), charts.to_json(charts.loss_curve(result, _=_)))],
+        {"result": result, "energy": []},
+    )
+    path = run_path / "training" / "telemetry.jsonl"
+    if not path.is_file():
+        return sec
+    series = Series.read(path)
+    words = {
+        "training": _("the whole run"),
+        "training steps": _("measured steps"),
+        "gpu": _("GPU"),
+        "cpu-package": _("CPU package"),
+    }
+    sec.body["energy"] = watts.training_rows(series, words)
+    curves = watts.training_timeline(series, result, _)
+    if curves:
+        figure = charts.power_timeline(curves, _("training"), _=_)
+        sec.charts.append(
+            Chart("training-watts", _("Power and utilization"), charts.to_json(figure))
+        )
+    return sec

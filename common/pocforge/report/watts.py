@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from statistics import mean, median
 from typing import Any
 
 from pocforge.results.serving import load_records
-from pocforge.results.stage_schema import ServingPoint, ServingResult
+from pocforge.results.stage_schema import ServingPoint, ServingResult, TrainingResult
+from pocforge.telemetry.host import HostSample, PackageSample
+from pocforge.telemetry.parsers import GpuSample
 from pocforge.telemetry.series import Series
 
 MAX_BINS = 1500
@@ -65,21 +67,16 @@ def _curve(bins: dict[int, float], width: float) -> Curve:
     return xs, ys
 
 
-def timeline(
-    loaded: list[tuple[ServingPoint, Series]], folder: Path | None, _: Callable[[str], str]
-) -> dict[str, Any]:
-    """The curves of the workload's timeline (see the module notes) and the point windows,
-    their names in the language of ``_``."""
-    gpu = [s for _, series in loaded for s in series.gpu]
-    host = [s for _, series in loaded for s in series.host]
-    packages = [s for _, series in loaded for s in series.packages]
-    times = [s.timestamp_s for s in (*gpu, *host, *packages)]
-    if not times:
-        return {}
-    t0 = min(times)
-    interval = max(series.interval_s for _, series in loaded)
-    width = max(interval, (max(times) - t0) / MAX_BINS)
-
+def device_curves(
+    gpu: Sequence[GpuSample],
+    host: Sequence[HostSample],
+    packages: Sequence[PackageSample],
+    t0: float,
+    width: float,
+    _: Callable[[str], str],
+) -> tuple[dict[str, Curve], dict[str, Curve]]:
+    """Per node, its devices' power (GPUs summed, else CPU packages) and its GPUs' and CPUs'
+    utilisation, in bins of ``width`` seconds from ``t0``."""
     power: dict[str, Curve] = {}
     # a node's GPU power per bin: each GPU's mean, summed, where every GPU has a reading
     per_gpu = _bins(t0, width, ((s.timestamp_s, (s.host, s.gpu), s.power_w) for s in gpu))
@@ -113,6 +110,24 @@ def timeline(
         util[_("{node}: CPU").format(node=node)] = _curve(
             {b: mean(v) for b, v in bins.items()}, width
         )
+    return power, util
+
+
+def timeline(
+    loaded: list[tuple[ServingPoint, Series]], folder: Path | None, _: Callable[[str], str]
+) -> dict[str, Any]:
+    """The curves of the workload's timeline (see the module notes) and the point windows,
+    their names in the language of ``_``."""
+    gpu = [s for _, series in loaded for s in series.gpu]
+    host = [s for _, series in loaded for s in series.host]
+    packages = [s for _, series in loaded for s in series.packages]
+    times = [s.timestamp_s for s in (*gpu, *host, *packages)]
+    if not times:
+        return {}
+    t0 = min(times)
+    interval = max(series.interval_s for _, series in loaded)
+    width = max(interval, (max(times) - t0) / MAX_BINS)
+    power, util = device_curves(gpu, host, packages, t0, width, _)
 
     windows = []
     requests: list[tuple[float, str, float]] = []
@@ -165,6 +180,55 @@ def rows(
                 "methods": ", ".join(methods) or "—",
                 "sources": ", ".join(series.sources) or "—",
                 "problems": problems,
+            }
+        )
+    return out
+
+
+def training_timeline(
+    series: Series, result: TrainingResult, _: Callable[[str], str]
+) -> dict[str, Any]:
+    """The training run's power and utilisation per node over its time, beside each
+    step's time at the moment it ended (the kit's own runs record it), the measured steps'
+    window shaded; {} without samples."""
+    times = [s.timestamp_s for s in (*series.gpu, *series.host, *series.packages)]
+    if not times:
+        return {}
+    t0 = min(times)
+    width = max(series.interval_s, (max(times) - t0) / MAX_BINS)
+    power, util = device_curves(series.gpu, series.host, series.packages, t0, width, _)
+    timed = [s for s in result.steps if s.ended_unix_s is not None and s.step_time_s]
+    steps: dict[str, Curve] = {}
+    if timed:
+        steps[_("step time")] = (
+            [round((s.ended_unix_s or 0.0) - t0, 3) for s in timed],
+            [round(s.step_time_s or 0.0, 4) for s in timed],
+        )
+    windows = [
+        (_("measured steps"), round(w.start_s - t0, 3), round(w.end_s - t0, 3))
+        for w in series.windows
+        if w.label == "training steps"
+    ]
+    return {"power": power, "util": util, "steps": steps, "windows": windows}
+
+
+def training_rows(series: Series, words: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The training telemetry's windows (the whole run, its measured steps) and their
+    energy: J, average W, J per training token where tokens were counted."""
+    out = []
+    for w in series.windows:
+        energy = w.energy if w.energy is not None and w.energy.valid else None
+        per_token = energy.joules_per_output_token if energy and w.output_tokens else None
+        out.append(
+            {
+                "label": words.get(w.label, w.label),
+                "seconds": w.end_s - w.start_s,
+                "energy_j": energy.energy_j if energy else None,
+                "avg_power_w": energy.avg_power_w if energy else None,
+                "tokens": w.output_tokens or None,
+                "joules_per_token": per_token,
+                "devices": words.get(w.devices or "", w.devices or "—"),
+                "problem": w.problem,
             }
         )
     return out

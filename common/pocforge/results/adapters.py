@@ -98,7 +98,11 @@ def from_training_summary(summary: TrainingSummary) -> TrainingResult:
         warmup_steps=summary.warmup_steps,
         steps=[
             TrainingStep(
-                step=s.step, loss=s.loss, step_time_s=s.seconds, tokens=summary.tokens_per_step
+                step=s.step,
+                loss=s.loss,
+                step_time_s=s.seconds,
+                tokens=summary.tokens_per_step,
+                ended_unix_s=s.ended_unix_s,
             )
             for s in summary.loss_curve
         ],

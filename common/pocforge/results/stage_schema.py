@@ -167,6 +167,9 @@ class TrainingStep(Doc):
     loss: float
     step_time_s: float | None = None
     tokens: int | None = None
+    ended_unix_s: float | None = Field(
+        None, description="Unix time the step ended (the kit's own runs), for the telemetry."
+    )
 
 
 class TrainingResult(Doc):

@@ -39,9 +39,7 @@ def judge_run(run: Any, criteria: list[Any] | None = None) -> list[CriterionVerd
     data = RunData.load(run)
     criteria = criteria_of(run.manifest.spec) if criteria is None else criteria
     serving = [c for c in criteria if c.parts[0] == "serving"]
-    judged = dict(
-        zip([id(c) for c in serving], judge_serving(serving, data.serving), strict=True)
-    )
+    judged = dict(zip([id(c) for c in serving], judge_serving(serving, data.serving), strict=True))
     out = []
     for c in criteria:
         section = c.parts[0]

@@ -422,10 +422,10 @@ def run_training(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
         found = adopt_training(stage, collected)
         if found is None:
             raise NodeFailure("training: no node wrote a training summary (see cluster/collected)")
+        summary = TrainingSummary.model_validate_json(found.read_text())
         with _telemetry_is_extra(say):
             series = node_series(run, collected, "train", say)
-            training_energy(spec, run, series, started, ended, say)
-        summary = TrainingSummary.model_validate_json(found.read_text())
+            training_energy(spec, run, series, started, ended, say, summary)
         stage.write_json(
             "result.json", json.loads(from_training_summary(summary).model_dump_json())
         )

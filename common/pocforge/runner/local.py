@@ -223,8 +223,9 @@ def run_training_stage(
     """The training benchmark here; ``node_rank``: this node's part of a multi-node run."""
     say(f"training: DeepSpeed ZeRO-{spec.training.zero_stage}, {spec.training.steps} steps")
     ctx = LaunchContext.local(workspace_root(), port=free_port(), node_rank=node_rank)
-    with training_telemetry(stage_dir, spec.cluster.gpus_per_node, say):
+    with training_telemetry(stage_dir, spec.cluster.gpus_per_node, say) as telemetry:
         summary = run_training(spec, stage_dir, ctx)
+        telemetry.summary = summary
     if summary is None:  # a node other than the first: its ranks ran, rank 0 reports
         say(f"training: node {node_rank}'s ranks finished")
         return

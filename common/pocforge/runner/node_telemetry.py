@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pocforge.bench.aggregate import rejudge
 from pocforge.bench.summary import Summary
-from pocforge.runner.telemetry import gpu_hour_price, point_energy, training_window, window_span
+from pocforge.runner.telemetry import gpu_hour_price, point_energy, training_windows, window_span
 from pocforge.spec import PocSpec
 from pocforge.telemetry.reader import read_raw
 from pocforge.telemetry.series import Series, line
@@ -32,6 +32,7 @@ from pocforge.telemetry.sources import (
     recorder_plan,
     recorder_script,
 )
+from pocforge.training.summary import TrainingSummary
 
 Say = Callable[[str], None]
 
@@ -118,23 +119,25 @@ def serving_energy(spec: PocSpec, run, series: list[Series], say: Say) -> None:
 
 
 def training_energy(spec: PocSpec, run, series: list[Series], start: float, end: float,
-                    say: Say) -> None:  # fmt: skip
-    """``training/telemetry.jsonl``: every node's samples over the run and its window. Called
-    inside the training stage, whose end records the file."""
+                    say: Say, summary: TrainingSummary | None = None) -> None:  # fmt: skip
+    """``training/telemetry.jsonl``: every node's samples over the run, its window and its
+    measured steps' (from rank 0's ``summary``). Called inside the training stage, whose
+    end records the file."""
     if not series:
         return
     gpu, packages, interval = _merged(series)
-    win = training_window(
+    windows = training_windows(
         gpu,
         packages,
         start,
         end,
+        summary,
         interval_s=interval,
         gpus=spec.cluster.total_gpus,
         say=say,
         where=f" on {len(series)} nodes",
     )
-    items = [*_span(series, start, end, 2 * interval), win]
+    items = [*_span(series, start, end, 2 * interval), *windows]
     path = run.path / "training" / "telemetry.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(line(item) for item in items), encoding="utf-8")

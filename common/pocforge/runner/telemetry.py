@@ -16,7 +16,8 @@ each measured window.
   source, gets no energy figures and a note on the point saying why;
   ``usd_per_million_tokens`` needs only a price.
 - Training: :func:`training_telemetry` records the whole run into
-  ``training/telemetry.jsonl`` with its window.
+  ``training/telemetry.jsonl`` with its window and, where the steps carry their end times
+  (the kit's own runs), the measured steps' window: the energy per training token.
 
 Telemetry never fails a stage: a recorder that cannot start or a source that breaks is a
 note and a line in the series.
@@ -27,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from pocforge.bench.summary import PointSummary
@@ -40,6 +42,7 @@ from pocforge.telemetry.reader import read_raw
 from pocforge.telemetry.recorder import Recorder
 from pocforge.telemetry.series import Series, Window, window
 from pocforge.telemetry.sources import DEFAULT_INTERVAL_S, recorder_plan
+from pocforge.training.summary import TrainingSummary
 
 Say = Callable[[str], None]
 PlanFor = Callable[[float, str], dict]  # (interval, raw file) -> the recorder's plan
@@ -265,6 +268,14 @@ def _energy_note(problems: list[str], repeats: int) -> str:
     return "energy not measured in " + "; ".join(problems)
 
 
+@dataclass
+class TrainingTelemetry:
+    """What :func:`training_telemetry` yields: the block sets ``summary`` once the run has
+    one, and its measured steps get a window of their own."""
+
+    summary: TrainingSummary | None = None
+
+
 @contextlib.contextmanager
 def training_telemetry(
     stage_dir: Path,
@@ -272,45 +283,54 @@ def training_telemetry(
     say: Say = print,
     interval_s: float = DEFAULT_INTERVAL_S,
     plan: PlanFor = recorder_plan,
-) -> Iterator[None]:
-    """Record the node while the block (the training run) runs; the series and its window
-    are written to ``training/telemetry.jsonl`` and the energy said."""
+) -> Iterator[TrainingTelemetry]:
+    """Record the node while the block (the training run) runs; the series and its windows
+    (the whole run, and its measured steps: :func:`training_windows`) are written to
+    ``training/telemetry.jsonl`` and their energy said."""
     recording: Recording | None = None
     try:
         recording = Recording(stage_dir / "telemetry.raw.jsonl", interval_s, plan).start()
     except Exception as exc:  # telemetry must never stop the training
         say(f"telemetry: training not sampled ({type(exc).__name__}: {exc})")
     start = time.time()
+    trained = TrainingTelemetry()
     try:
-        yield
+        yield trained
     finally:
         if recording is not None:
-            _finish_training(recording, start, gpus, say)
+            _finish_training(recording, start, gpus, trained.summary, say)
 
 
-def training_window(
+def measured_steps(summary: TrainingSummary | None) -> tuple[float, float, int] | None:
+    """(start, end, tokens) of the steps after warm-up, on the clock of their end times;
+    None when the run's steps carry none (a log without times) or none is measured."""
+    if summary is None:
+        return None
+    steps = [s for s in summary.loss_curve if s.step >= summary.warmup_steps]
+    if not steps or any(s.ended_unix_s is None for s in steps):
+        return None
+    start = min((s.ended_unix_s or 0.0) - s.seconds for s in steps)
+    end = max(s.ended_unix_s or 0.0 for s in steps)
+    return start, end, summary.tokens_per_step * len(steps)
+
+
+def training_windows(
     gpu: Sequence[GpuSample],
     packages: Sequence[PackageSample],
     start: float,
     end: float,
+    summary: TrainingSummary | None,
     *,
     interval_s: float,
     gpus: int,
     say: Say,
     where: str = "",
-) -> Window:
+) -> list[Window]:
     """The training run's window over the samples (of one node, or of a cluster's ``where``
-    says), said in one line."""
-    win = window(
-        gpu,
-        packages,
-        start,
-        end,
-        interval_s=interval_s,
-        output_tokens=0,
-        gpu_count=gpus,
-        label="training",
-    )
+    says), and its measured steps' window with the tokens they trained (the energy per
+    training token), each said in one line."""
+    win = window(gpu, packages, start, end, interval_s=interval_s, output_tokens=0,
+                 gpu_count=gpus, label="training")  # fmt: skip
     if win.energy is not None and win.energy.valid:
         say(
             f"telemetry: training {win.energy.energy_j:,.0f} J over {end - start:.0f} s"
@@ -318,17 +338,34 @@ def training_window(
         )
     else:
         say(f"telemetry: training energy not measured ({win.problem})")
-    return win
+    windows = [win]
+    measured = measured_steps(summary)
+    if measured is not None:
+        s0, s1, tokens = measured
+        steps = window(gpu, packages, s0, s1, interval_s=interval_s, output_tokens=tokens,
+                       gpu_count=gpus, label="training steps")  # fmt: skip
+        energy = steps.energy
+        if energy is not None and energy.valid and energy.joules_per_output_token is not None:
+            say(
+                f"telemetry: training steps {energy.joules_per_output_token:.4g} J per token"
+                f"{where} ({tokens:,} tokens in {s1 - s0:.1f} s)"
+            )
+        else:
+            say(f"telemetry: training steps' energy not measured ({steps.problem})")
+        windows.append(steps)
+    return windows
 
 
-def _finish_training(recording: Recording, start: float, gpus: int, say: Say) -> None:
+def _finish_training(
+    recording: Recording, start: float, gpus: int, summary: TrainingSummary | None, say: Say
+) -> None:
     end = time.time()
     try:
         series = recording.finish(end)
         say(recording.said("training", series))
-        series.windows.append(
-            training_window(series.gpu, series.packages, start, end,
-                            interval_s=recording.interval_s, gpus=gpus, say=say)
+        series.windows += training_windows(
+            series.gpu, series.packages, start, end, summary,
+            interval_s=recording.interval_s, gpus=gpus, say=say,
         )  # fmt: skip
         series.write(recording.raw.parent / "telemetry.jsonl")
     except Exception as exc:  # the training's own result stands

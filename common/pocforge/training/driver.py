@@ -130,7 +130,14 @@ def main(argv: list[str] | None = None) -> int:
                 seconds = time.perf_counter() - start
                 mean = torch.stack(losses).mean().to(device)
                 dist.all_reduce(mean)
-                records.append(StepRecord(step=step, loss=float(mean) / world, seconds=seconds))
+                records.append(
+                    StepRecord(
+                        step=step,
+                        loss=float(mean) / world,
+                        seconds=seconds,
+                        ended_unix_s=time.time(),
+                    )
+                )
                 if rank == 0:
                     with steps_file.open("a", encoding="utf-8") as fh:  # on disk as it ends
                         fh.write(records[-1].model_dump_json() + "\n")

@@ -20,6 +20,11 @@ class StepRecord(BaseModel):
         description="Mean loss over ranks and micro-batches of this optimizer step."
     )
     seconds: float = Field(description="Wall time of the optimizer step (all micro-batches).")
+    ended_unix_s: float | None = Field(
+        None,
+        description="Unix time the step ended on rank 0 (the clock the telemetry is in); "
+        "None where the run's log gives no such time.",
+    )
 
 
 class TrainingSummary(BaseModel):
