@@ -273,6 +273,15 @@ def test_every_node_recorded_its_telemetry_for_the_points_and_the_training(rehea
     series = Series.read(run.path / "serving" / "chat" / point["telemetry_file"])
     assert {s.host for s in series.host} == {"h1", "h2"}
     assert len(series.windows) == len(point["repeats"])
+    # each node's clock, read over SSH at the point's start and at training's: the nodes
+    # share this kernel's clock, so every offset is within what its round trip can tell
+    clocks = [
+        json.loads(x) for x in (run.path / "cluster/telemetry/clock.jsonl").read_text().splitlines()
+    ]
+    assert {(c["host"], c["label"]) for c in clocks} == {
+        (h, label) for h in ("h1", "h2") for label in (point["id"], "training")
+    }
+    assert all(c["rtt_s"] < 1.0 and abs(c["offset_s"]) <= c["rtt_s"] / 2 + 0.005 for c in clocks)
     assert any(n.startswith("energy not measured: no power source") for n in point["notes"]), point[
         "notes"
     ]

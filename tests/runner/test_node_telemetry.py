@@ -9,8 +9,9 @@ import json
 import pytest
 
 from pocforge.bench.summary import Summary
+from pocforge.cluster.clock import ClockReading
 from pocforge.results.store import RunStore
-from pocforge.runner.node_telemetry import serving_energy, training_energy
+from pocforge.runner.node_telemetry import CLOCK_FILE, serving_energy, training_energy
 from pocforge.spec import load_poc
 from pocforge.telemetry.parsers import GpuSample
 from pocforge.telemetry.series import Meta, Series, SourceInfo
@@ -131,3 +132,36 @@ def test_training_gets_one_window_over_every_node(cluster_run, tmp_path):
     (win,) = series.windows
     assert win.label == "training" and win.energy.energy_j == pytest.approx(2 * POWER_W * 30)
     assert "on 2 nodes" in said[-1]
+
+
+def test_a_node_whose_clock_is_ahead_is_aligned_by_its_reading(cluster_run):
+    """h2's clock reads 30 s ahead: its recorder stamped every sample 30 s late. Without a
+    clock reading its samples miss the first points' windows (no energy rather than a
+    guess); with the reading taken at each point's start, every window cuts both nodes'
+    series at the same instant and has both nodes' energy."""
+    spec, run, before, end = cluster_run
+    h1, h2 = two_nodes(T0 - 5, end + 5)
+    skewed = h2.shifted(-30.0)  # stamped on a clock 30 s ahead
+    serving_energy(spec, run, [h1, skewed], lambda _: None)
+    folder = run.path / "serving" / "chat"
+    first = Summary.model_validate_json((folder / "summary.json").read_text()).points[0]
+    assert all("joules_per_token" not in r.metrics for r in first.repeats)
+
+    clock = run.path / CLOCK_FILE
+    clock.parent.mkdir(parents=True, exist_ok=True)
+    clock.write_text("".join(
+        ClockReading(host=host, at_s=T0, offset_s=offset, rtt_s=0.002, label=p["id"])
+        .model_dump_json() + "\n"
+        for p in before["points"] for host, offset in (("h1", 0.0), ("h2", 30.0))
+    ))  # fmt: skip
+    said: list[str] = []
+    serving_energy(spec, run, [h1, skewed], said.append)
+    after = Summary.model_validate_json((folder / "summary.json").read_text())
+    for point in after.points:
+        for r in point.repeats:
+            assert r.metrics["avg_power_w"] == pytest.approx(2 * POWER_W)
+        series = Series.read(folder / point.telemetry_file)
+        h2_times = sorted(s.timestamp_s for s in series.gpu if s.host == "h2")
+        h1_times = sorted(s.timestamp_s for s in series.gpu if s.host == "h1")
+        assert h2_times == pytest.approx(h1_times)  # the same instants, on this machine's clock
+    assert CLOCK_FILE in json.loads((run.path / "run.json").read_text())["files"]  # kept

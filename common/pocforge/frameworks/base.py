@@ -96,6 +96,7 @@ class InventoryHost:
     address: str  # ``ansible_host`` when set, else the name
     port: int  # ``ansible_port`` of the host or a group above it, else 22
     local: bool  # ``ansible_connection: local`` (the controller itself)
+    variables: dict = field(default_factory=dict, compare=False)  # its merged Ansible vars
 
 
 def inventory_hosts(path: Path) -> list[InventoryHost]:
@@ -121,6 +122,7 @@ def inventory_hosts(path: Path) -> list[InventoryHost]:
                     address=str(merged.get("ansible_host", name)),
                     port=int(merged.get("ansible_port", 22)),
                     local=merged.get("ansible_connection") == "local",
+                    variables=merged,
                 ),
             )
         for child in (group.get("children") or {}).values():

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pocforge.bench.from_spec import sweep_config
-from pocforge.bench.sweep import run_sweep
+from pocforge.bench.sweep import Hooks, PointHook, run_sweep
 from pocforge.cluster import expectations_from_spec, inventory_from_spec, run_playbook_stage
 from pocforge.cluster.driver import PLAYBOOKS
 from pocforge.cluster.ep_alltoall import ep_tests
@@ -40,7 +40,9 @@ from pocforge.frameworks.gpu_profiler import rocprof_point
 from pocforge.runner import gates
 from pocforge.runner.node_profile import NodeProfileHook, adopt_profiles
 from pocforge.runner.node_telemetry import (
+    ClockHook,
     node_series,
+    record_clocks,
     recorder_vars,
     serving_energy,
     training_energy,
@@ -297,9 +299,9 @@ def run_serving(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
             for workload in spec.serving.workloads:
                 say(f"serving: workload {workload.name}")
                 cfg = sweep_config(spec, workload, base, model_path(spec))
-                hook = None
+                hook: PointHook = ClockHook(run, nodes, say)
                 if workload.profile:
-                    hook = NodeProfileHook(
+                    profile = NodeProfileHook(
                         base,
                         spec.serving.framework,
                         workload.profile.points,
@@ -309,6 +311,7 @@ def run_serving(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
                         say,
                         tool=workload.profile.tool,
                     )
+                    hook = Hooks(hook, profile)
                 summary = run_sweep(cfg, stage.dir / workload.name, hook=hook, stop_when=watchdog)
                 if summary.stopped_because:
                     raise NodeFailure(
@@ -409,6 +412,8 @@ def run_training(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
         **nodes.extravars,
     }
     collected = run.path / "cluster" / "collected"
+    with _telemetry_is_extra(say):
+        record_clocks(run, nodes, "training", say)
     started = time.time()
     try:
         done = run_playbook_stage(

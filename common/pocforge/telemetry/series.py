@@ -181,6 +181,23 @@ class Series:
         path.write_text("".join(line(item) for item in items), encoding="utf-8")
         return path
 
+    def shifted(self, by_s: float) -> Series:
+        """The series on another clock: every time ``by_s`` earlier (a node's clock read
+        ``by_s`` ahead of the controller's, :mod:`pocforge.cluster.clock`)."""
+        if not by_s:
+            return self
+
+        def move(items: list) -> list:
+            return [i.model_copy(update={"timestamp_s": i.timestamp_s - by_s}) for i in items]
+
+        meta = self.meta
+        if meta is not None:
+            meta = meta.model_copy(update={"started_s": meta.started_s - by_s})
+        return Series(meta=meta, gpu=move(self.gpu), host=move(self.host),
+                      packages=move(self.packages), problems=move(self.problems),
+                      windows=list(self.windows), end=self.end,
+                      unreadable=self.unreadable)  # fmt: skip
+
     @property
     def interval_s(self) -> float:
         return self.meta.interval_s if self.meta else 1.0
