@@ -100,3 +100,28 @@ def test_the_section_in_chinese(store, tmp_path) -> None:
     assert "Where the watts go" not in section and "avg power" not in section
     names = {t["name"] for t in figures["watts-chat"]["data"]}
     assert "node-0：GPU 合计" in names and "TTFT 中位数" in names
+
+
+def test_link_traffic_from_rates_and_from_accumulated_counters() -> None:
+    """DCGM reports NVLink and PCIe as rates (B/s); AMD's exporter accumulates xGMI bytes,
+    differenced between a GPU's readings. Two GPUs a node, summed: node a (DCGM) 2 x (10 +
+    5) GB/s NVLink and 2 x 1.5 GB/s PCIe; node b (exporter) 2 x 4 GB/s xGMI."""
+    from pocforge.report.watts import device_curves
+    from pocforge.telemetry.parsers import GpuSample
+
+    t0 = 1_764_590_400.0
+    gpu = []
+    for i in range(5):
+        t = t0 + i
+        for g in range(2):
+            gpu.append(GpuSample(source="dcgm-exporter", host="a", gpu=g, timestamp_s=t,
+                                 fabric_tx_bytes_per_s=10e9, fabric_rx_bytes_per_s=5e9,
+                                 pcie_tx_bytes_per_s=1e9, pcie_rx_bytes_per_s=0.5e9))  # fmt: skip
+            gpu.append(GpuSample(source="amd-metrics-exporter", host="b", gpu=g, timestamp_s=t,
+                                 fabric_rx_bytes=3e9 * i, fabric_tx_bytes=1e9 * i))  # fmt: skip
+    _power, _util, links = device_curves(gpu, [], [], t0, 1.0, lambda text: text)
+    assert set(links) == {"a: NVLink/xGMI", "a: PCIe", "b: NVLink/xGMI"}
+    assert set(links["a: NVLink/xGMI"][1]) == {30.0}
+    assert set(links["a: PCIe"][1]) == {3.0}
+    xs, ys = links["b: NVLink/xGMI"]
+    assert set(ys) == {8.0} and len(xs) == 4  # the first reading has nothing to difference

@@ -304,6 +304,21 @@ def test_dcgm_exporter_blank_sentinel_is_none():
     assert s.host == "n1"
 
 
+def test_dcgm_exporter_pcie_and_nvlink_rates():
+    """NVIDIA's docs scrape of an A100 with a MIG instance: the device's PCIe rates (B/s,
+    headers included) and its power; DGX-A100's NVLink rates from DCGM issue #149 (0 there:
+    DCGM measures NVLink on Hopper and later), one sample per GPU."""
+    (a100,) = parse_dcgm_exporter(read("dcgm_exporter_docs_a100_mig_pcie.prom"), timestamp=T)
+    assert (a100.host, a100.gpu) == ("ub20-a100-k8s", 0)
+    assert (a100.pcie_tx_bytes_per_s, a100.pcie_rx_bytes_per_s) == (33011804.0, 97863601.0)
+    assert a100.power_w == 409.692 and a100.energy_j == pytest.approx(319159.391)
+    assert a100.fabric_tx_bytes_per_s is None  # not in that scrape, not zero
+    dgx = parse_dcgm_exporter(read("dcgm_exporter_dgx_a100_nvlink_issue149.prom"), timestamp=T)
+    assert [s.gpu for s in dgx] == [0, 1, 2, 3] and {s.host for s in dgx} == {"axa"}
+    assert {s.fabric_tx_bytes_per_s for s in dgx} == {0.0}
+    assert {s.fabric_rx_bytes_per_s for s in dgx} == {None}
+
+
 def test_dcgm_exporter_mig_framebuffer_is_not_the_device_memory():
     line = read("dcgm_exporter_a30_mig.prom").splitlines()[3]  # a GPU_I_ID="3" series
     fb = line.replace("DCGM_FI_DEV_GPU_TEMP", "DCGM_FI_DEV_FB_USED").replace("} 35", "} 5784")

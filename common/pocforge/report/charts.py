@@ -327,6 +327,7 @@ def power_timeline(
         for key, title in (
             ("power", _("power (W)")),
             ("util", _("utilization (%%)") % {}),
+            ("links", _("link traffic (GB/s)")),
             ("latency", _("latency (ms)")),
             ("steps", _("step time (s)")),
         )
@@ -337,7 +338,7 @@ def power_timeline(
     for row, (key, title) in enumerate(rows, 1):
         # a request now and then (low load) makes isolated bins: latency gets markers, and
         # each step is a point of its own
-        mode = "lines" if key in ("power", "util") else "lines+markers"
+        mode = "lines" if key in ("power", "util", "links") else "lines+markers"
         for name, (xs, ys) in curves[key].items():
             fig.add_trace(
                 go.Scatter(

@@ -67,6 +67,45 @@ def _curve(bins: dict[int, float], width: float) -> Curve:
     return xs, ys
 
 
+def _summed(t0: float, width: float, items: Iterable[tuple[float, Any, float | None]]) -> dict:
+    """(time, (node, device), value) -> {node: {bin: sum over its devices of their bin
+    means}}, over the bins where every device of the node has a reading."""
+    per_device = _bins(t0, width, items)
+    out = {}
+    for node in sorted({h for h, _ in per_device}):
+        devices = [v for (h, _), v in per_device.items() if h == node]
+        common = set.intersection(*(set(d) for d in devices))
+        summed = {b: sum(mean(d[b]) for d in devices) for b in common}
+        if summed:
+            out[node] = summed
+    return out
+
+
+def _link_rates(gpu: Sequence[GpuSample]) -> list[tuple[float, tuple[str, int], str, float]]:
+    """(time, (node, GPU), link, bytes/s): the rates a tool reports (DCGM's NVLink and PCIe),
+    and the accumulated xGMI/NVLink byte counters (AMD's exporter) differenced between a
+    GPU's readings."""
+    out = []
+    previous: dict[tuple[str, int], tuple[float, float]] = {}
+    for s in sorted(gpu, key=lambda s: s.timestamp_s):
+        key = (s.host, s.gpu)
+        fabric = [v for v in (s.fabric_tx_bytes_per_s, s.fabric_rx_bytes_per_s) if v is not None]
+        pcie = [v for v in (s.pcie_tx_bytes_per_s, s.pcie_rx_bytes_per_s) if v is not None]
+        if fabric:
+            out.append((s.timestamp_s, key, "fabric", sum(fabric)))
+        if pcie:
+            out.append((s.timestamp_s, key, "pcie", sum(pcie)))
+        counted = [v for v in (s.fabric_tx_bytes, s.fabric_rx_bytes) if v is not None]
+        if counted:
+            total = sum(counted)
+            before = previous.get(key)
+            if before and s.timestamp_s > before[0] and total >= before[1]:
+                rate = (total - before[1]) / (s.timestamp_s - before[0])
+                out.append((s.timestamp_s, key, "fabric", rate))
+            previous[key] = (s.timestamp_s, total)
+    return out
+
+
 def device_curves(
     gpu: Sequence[GpuSample],
     host: Sequence[HostSample],
@@ -74,28 +113,21 @@ def device_curves(
     t0: float,
     width: float,
     _: Callable[[str], str],
-) -> tuple[dict[str, Curve], dict[str, Curve]]:
-    """Per node, its devices' power (GPUs summed, else CPU packages) and its GPUs' and CPUs'
-    utilisation, in bins of ``width`` seconds from ``t0``."""
+) -> tuple[dict[str, Curve], dict[str, Curve], dict[str, Curve]]:
+    """Per node, its devices' power (GPUs summed, else CPU packages), its GPUs' and CPUs'
+    utilisation, and its GPUs' link traffic (NVLink/xGMI, PCIe; sent and received, summed
+    over GPUs), in bins of ``width`` seconds from ``t0``."""
     power: dict[str, Curve] = {}
     # a node's GPU power per bin: each GPU's mean, summed, where every GPU has a reading
-    per_gpu = _bins(t0, width, ((s.timestamp_s, (s.host, s.gpu), s.power_w) for s in gpu))
-    for node in sorted({h for h, _ in per_gpu}):
-        devices = [v for (h, _), v in per_gpu.items() if h == node]
-        common = set.intersection(*(set(d) for d in devices))
-        summed = {b: sum(mean(d[b]) for d in devices) for b in common}
-        if summed:
-            power[_("{node}: GPUs").format(node=node)] = _curve(summed, width)
+    summed = _summed(t0, width, ((s.timestamp_s, (s.host, s.gpu), s.power_w) for s in gpu))
+    for node, bins in summed.items():
+        power[_("{node}: GPUs").format(node=node)] = _curve(bins, width)
     if not power:
-        per_package = _bins(
+        summed = _summed(
             t0, width, ((s.timestamp_s, (s.host, s.package), s.power_w) for s in packages)
         )
-        for node in sorted({h for h, _ in per_package}):
-            devices = [v for (h, _), v in per_package.items() if h == node]
-            common = set.intersection(*(set(d) for d in devices))
-            summed = {b: sum(mean(d[b]) for d in devices) for b in common}
-            if summed:
-                power[_("{node}: CPU packages").format(node=node)] = _curve(summed, width)
+        for node, bins in summed.items():
+            power[_("{node}: CPU packages").format(node=node)] = _curve(bins, width)
 
     util: dict[str, Curve] = {}
     for node, bins in sorted(
@@ -110,7 +142,15 @@ def device_curves(
         util[_("{node}: CPU").format(node=node)] = _curve(
             {b: mean(v) for b, v in bins.items()}, width
         )
-    return power, util
+
+    links: dict[str, Curve] = {}
+    rates = _link_rates(gpu)
+    names = {"fabric": _("{node}: NVLink/xGMI"), "pcie": _("{node}: PCIe")}
+    for kind, name in names.items():
+        items = ((t, key, rate / 1e9) for t, key, k, rate in rates if k == kind)
+        for node, bins in _summed(t0, width, items).items():
+            links[name.format(node=node)] = _curve(bins, width)
+    return power, util, links
 
 
 def timeline(
@@ -127,7 +167,7 @@ def timeline(
     t0 = min(times)
     interval = max(series.interval_s for _, series in loaded)
     width = max(interval, (max(times) - t0) / MAX_BINS)
-    power, util = device_curves(gpu, host, packages, t0, width, _)
+    power, util, links = device_curves(gpu, host, packages, t0, width, _)
 
     windows = []
     requests: list[tuple[float, str, float]] = []
@@ -154,7 +194,7 @@ def timeline(
         )
         for name, bins in sorted(_bins(t0, width, requests).items())
     }
-    return {"power": power, "util": util, "latency": latency, "windows": windows}
+    return {"power": power, "util": util, "links": links, "latency": latency, "windows": windows}
 
 
 def rows(
@@ -196,7 +236,7 @@ def training_timeline(
         return {}
     t0 = min(times)
     width = max(series.interval_s, (max(times) - t0) / MAX_BINS)
-    power, util = device_curves(series.gpu, series.host, series.packages, t0, width, _)
+    power, util, links = device_curves(series.gpu, series.host, series.packages, t0, width, _)
     timed = [s for s in result.steps if s.ended_unix_s is not None and s.step_time_s]
     steps: dict[str, Curve] = {}
     if timed:
@@ -209,7 +249,7 @@ def training_timeline(
         for w in series.windows
         if w.label == "training steps"
     ]
-    return {"power": power, "util": util, "steps": steps, "windows": windows}
+    return {"power": power, "util": util, "links": links, "steps": steps, "windows": windows}
 
 
 def training_rows(series: Series, words: Mapping[str, str]) -> list[dict[str, Any]]:

@@ -198,6 +198,12 @@ _DCGM_GAUGES: Mapping[str, tuple[str, float]] = {
     "DCGM_FI_DEV_MEM_CLOCK": ("mem_clock_mhz", 1.0),
     "DCGM_FI_DEV_GPU_TEMP": ("temp_gpu_c", 1.0),
     "DCGM_FI_DEV_MEMORY_TEMP": ("temp_mem_c", 1.0),
+    # profiling fields (dcgm_fields.h, DCGM user guide "Profiling Metrics"): rates in B/s over
+    # DCGM's own sampling window; NVLink payload without protocol headers, PCIe with them
+    "DCGM_FI_PROF_NVLINK_TX_BYTES": ("fabric_tx_bytes_per_s", 1.0),
+    "DCGM_FI_PROF_NVLINK_RX_BYTES": ("fabric_rx_bytes_per_s", 1.0),
+    "DCGM_FI_PROF_PCIE_TX_BYTES": ("pcie_tx_bytes_per_s", 1.0),
+    "DCGM_FI_PROF_PCIE_RX_BYTES": ("pcie_rx_bytes_per_s", 1.0),
 }
 _DCGM_MEMORY: Mapping[str, str] = {
     "DCGM_FI_DEV_FB_USED": "mem_used_bytes",

@@ -91,6 +91,18 @@ class GpuSample(BaseModel):
     pcie_bandwidth_mbps: float | None = Field(
         None, description="Current PCIe bandwidth as the tool reports it, Mb/s."
     )
+    fabric_tx_bytes_per_s: float | None = Field(
+        None, description="NVLink/xGMI data sent, bytes per second over the tool's own window."
+    )
+    fabric_rx_bytes_per_s: float | None = Field(
+        None, description="NVLink/xGMI data received, bytes per second."
+    )
+    pcie_tx_bytes_per_s: float | None = Field(
+        None, description="PCIe data sent (headers included), bytes per second."
+    )
+    pcie_rx_bytes_per_s: float | None = Field(
+        None, description="PCIe data received (headers included), bytes per second."
+    )
 
 
 # --- shared helpers -----------------------------------------------------------------------
