@@ -154,6 +154,7 @@ def validate_cmd(targets: tuple[str, ...], framework_check: bool) -> None:
     from pocforge.frameworks import LaunchContext
     from pocforge.frameworks.patching import spec_problems as patch_problems
     from pocforge.runtimes import RuntimeSpecError, plan_nodes
+    from pocforge.runtimes.versions import version_problems
 
     problems: dict[str, list[str]] = {}
     for spec in specs:
@@ -163,6 +164,10 @@ def validate_cmd(targets: tuple[str, ...], framework_check: bool) -> None:
             plan_nodes(spec, LaunchContext.local(workspace_root()))
         except RuntimeSpecError as exc:
             problems.setdefault(spec.name, []).append(str(exc))
+        wrong, unchecked = version_problems(spec)  # the version declared is the one run
+        problems.setdefault(spec.name, []).extend(wrong)
+        for note in unchecked:
+            click.echo(f"note: {note}", err=True)
     if framework_check and specs:
         from pocforge.frameworks.checks import framework_problems
 
@@ -172,7 +177,7 @@ def validate_cmd(targets: tuple[str, ...], framework_check: bool) -> None:
         for note in notes:
             click.echo(f"note: {note}", err=True)
     for spec in specs:
-        if spec.name in problems:
+        if problems.get(spec.name):
             bad += 1
             for problem in problems[spec.name]:
                 click.echo(f"{spec.source_file}: {problem}", err=True)

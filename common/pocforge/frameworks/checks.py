@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pocforge.frameworks import ADAPTERS, LaunchContext, plan_all
 from pocforge.frameworks.argcheck.run import ArgcheckUnavailable
 from pocforge.spec import PocSpec
+from pocforge.versions import kit_framework_version
 
 
 def framework_problems(
@@ -37,8 +38,32 @@ def framework_problems(
         if isinstance(found, ArgcheckUnavailable):
             notes.append(f"{framework} arguments not checked: {found}")
             continue
+        notes += _other_versions(framework, specs)
         for launch, message in found:
             problems[owner[id(launch)].name].append(
                 f"{launch.deployment} node {launch.node_rank} ({launch.role}): {message}"
             )
     return dict(problems), notes
+
+
+def _other_versions(framework: str, specs: list[PocSpec]) -> list[str]:
+    """A note per spec whose declared ``framework`` version is not the one whose parser
+    checked its launches (the kit's CPU build): a flag only one of them knows goes
+    unnoticed."""
+    found = kit_framework_version(framework)
+    if found is None:
+        return []
+    _env, dist, checked = found
+    out = []
+    for spec in specs:
+        for deployment in ("serving", "training"):
+            section = getattr(spec, deployment)
+            if section is None or section.framework != framework or not section.version:
+                continue
+            if section.version != checked:
+                out.append(
+                    f"{spec.name}: {deployment} launches of {framework} {section.version} checked "
+                    f"with {dist} {checked}'s arguments: a flag only one of them knows is not "
+                    "caught"
+                )
+    return out

@@ -51,7 +51,19 @@ def default_images() -> dict:
 def default_image(framework: str, vendor: str, arch: str) -> str | None:
     """The kit's pinned image for ``framework`` on ``vendor`` GPUs of ``arch``, if any."""
     per_vendor = (default_images().get(framework) or {}).get(vendor) or {}
-    return per_vendor.get(arch) or per_vendor.get("default")
+    entry = per_vendor.get(arch) or per_vendor.get("default")
+    return entry["image"] if entry else None
+
+
+def catalog_version(image: str) -> tuple[bool, str | None]:
+    """(whether the kit's catalog lists ``image``, the framework version inside it: None
+    where the catalog does not record one)."""
+    for vendors in default_images().values():
+        for per_vendor in vendors.values():
+            for entry in per_vendor.values():
+                if entry["image"] == image:
+                    return True, entry.get("version")
+    return False, None
 
 
 def resolve(spec: PocSpec, deployment: Deployment) -> ResolvedRuntime:

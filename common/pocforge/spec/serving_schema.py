@@ -310,7 +310,8 @@ class ServingSpec(Strict):
         description="Serving framework; `trtllm` is TensorRT-LLM's `trtllm-serve` (NVIDIA GPUs, one node)."
     )
     version: str | None = Field(
-        None, description="Exact framework version the POC is pinned to (e.g. `0.32.0`)."
+        None,
+        description="Exact framework version the POC is pinned to (e.g. `0.11.2`): the version its nodes run. `validate` holds it to the version inside the container image (the kit's catalog, `runtimes/images.yaml`) or in the kit's CPU environment; bring-up's venv installs it.",
     )
     parallelism: Parallelism = Field(
         default_factory=Parallelism, description="How one replica is split over GPUs."

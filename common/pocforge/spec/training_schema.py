@@ -122,7 +122,10 @@ class TrainingSpec(Strict):
     framework: Literal["deepspeed", "megatron"] = Field(
         description="Training framework: DeepSpeed (ZeRO) or Megatron-LM / Megatron-Core."
     )
-    version: str | None = Field(None, description="Exact framework version.")
+    version: str | None = Field(
+        None,
+        description="Exact framework version: the version its nodes run (held, as `serving.version`, to the image's or the kit's CPU environment's; bring-up's venv installs it).",
+    )
     zero_stage: Literal[0, 1, 2, 3] = Field(2, description="DeepSpeed ZeRO stage.")
     offload: Literal["none", "optimizer", "parameters", "both"] = Field(
         "none", description="ZeRO offload to CPU memory."
