@@ -286,7 +286,14 @@ def test_every_node_recorded_its_telemetry_for_the_points_and_the_training(rehea
         "notes"
     ]
     training = Series.read(run.path / "training" / "telemetry.jsonl")
-    assert [w.label for w in training.windows] == ["training"]
+    # the whole run, and its measured steps (rank 0's steps carry their end times) with the
+    # tokens they trained; no figure here, the nodes having no power source
+    whole, steps = training.windows
+    assert (whole.label, steps.label) == ("training", "training steps")
+    result = json.loads((run.path / "training" / "result.json").read_text())
+    measured = [s for s in result["steps"] if s["step"] >= result["warmup_steps"]]
+    assert steps.output_tokens == sum(s["tokens"] for s in measured)
+    assert whole.start_s < steps.start_s < steps.end_s <= whole.end_s
     assert {s.host for s in training.host} == {"h1", "h2"}
 
 
