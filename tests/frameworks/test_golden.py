@@ -151,3 +151,26 @@ def test_gpu_pocs_run_in_the_vendors_container_with_its_device_flags():
     assert {one["runtime"]["image"] for one in sglang} == {
         "lmsysorg/sglang-rocm:v0.5.18-rocm724-mi35x-20260825"  # gfx950's build for MI355X
     }
+
+
+@pytest.mark.parametrize(("name", "kind"), [case for case in CASES if case[0] in GPU_POCS])
+def test_a_gpu_plan_names_nothing_of_this_machine(name, kind):
+    """A GPU node shares nothing with the controller: no launch of an example GPU POC, in
+    any runtime, names the checkout, the kit's environments, this machine's interpreter or
+    home, or a loopback address where it spans nodes (as planned on a laptop, the way
+    ``launch --print`` and the cluster stage plan it)."""
+    import sys
+    from pathlib import Path
+
+    from pocforge.paths import workspace_root
+
+    spec = _in_runtime(load_spec(REPO / "pocs" / name / "poc.yaml"), kind)
+    launches = plan_nodes(spec, LaunchContext.local(workspace_root()))
+    here = {str(REPO), str(workspace_root()), ".venv", sys.executable, str(Path.home())}
+    multi_node = len({launch.node_rank for launch in launches}) > 1
+    for launch in launches:
+        text = json.dumps(launch.as_dict())
+        leaked = sorted(h for h in here if h in text)
+        assert not leaked, f"{name} node {launch.node_rank} {launch.role}: {leaked}"
+        if multi_node:
+            assert "127.0.0.1" not in text and "localhost" not in text, (name, launch.role)

@@ -53,9 +53,14 @@ def test_vllm_on_mi300x_pulls_its_rocm_image():
     assert out["python_env_venvs"] == [] and needs_kit_wheels(spec)
 
 
-def test_the_cpu_rehearsal_needs_nothing_on_its_nodes():
+def test_the_cpu_rehearsal_needs_nothing_on_its_nodes_but_the_pocs_folder():
     spec = load_spec(POCS / "tiny-llama-2node-fp32-cpu-vllm" / "poc.yaml")
-    assert bringup_vars(spec) == {"python_env_venvs": [], "container_image_images": []}
+    assert bringup_vars(spec) == {
+        "python_env_venvs": [],
+        "container_image_images": [],
+        "poc_folder_src": str((POCS / "tiny-llama-2node-fp32-cpu-vllm").resolve()),
+        "poc_folder_dest": "/opt/pocforge/pocs/tiny-llama-2node-fp32-cpu-vllm",
+    }
     assert not needs_kit_wheels(spec)
 
 

@@ -88,8 +88,10 @@ def serve(
         profile_dir=str(traces(stage_dir)) if profiled(spec) else None,
     )
     wheels = {}
-    if resolve(spec, "serving").kind == "container":  # the container installs them from here
+    if resolve(spec, "serving").kind == "container":  # the container takes them from here
         wheels["wheels"] = str(kit_wheels())
+        if spec.source_dir is not None:
+            wheels["poc_dir"] = str(spec.source_dir.resolve())
     launches = in_start_order(plan_deployment(spec, "serving", ctx, **wheels))  # in its runtime
     if path_first is not None:
         for launch in launches:

@@ -10,7 +10,13 @@ from pocforge.frameworks import ADAPTERS, LaunchContext, NodeLaunch, gpu_profile
 from pocforge.frameworks.base import PROFILE_DIR, model_path, profiled
 from pocforge.frameworks.disagg import plan_disaggregated
 from pocforge.runtimes import container
-from pocforge.runtimes.resolve import WHEELS, Deployment, ResolvedRuntime, resolve
+from pocforge.runtimes.resolve import (
+    WHEELS,
+    Deployment,
+    ResolvedRuntime,
+    node_poc_dir,
+    resolve,
+)
 from pocforge.spec import PocSpec
 
 # A hub model is cached on the node's local disk, beside the kit's other node folders,
@@ -18,9 +24,10 @@ from pocforge.spec import PocSpec
 HF_HOME = "/opt/pocforge/hf-home"
 
 
-def _mounts(spec: PocSpec, wheels: str = WHEELS) -> list[str]:
+def _mounts(spec: PocSpec, wheels: str = WHEELS, poc_dir: str | None = None) -> list[str]:
     """The weights (a staged or local folder), the kit's wheels (from ``wheels`` on the
-    host), the POC folder."""
+    host), the POC folder (from ``poc_dir`` on the host, default where bring-up staged it)
+    at :func:`~pocforge.runtimes.resolve.node_poc_dir`, the path the launches name."""
     mounts = []
     model = model_path(spec)
     if PurePosixPath(model).is_absolute():
@@ -29,8 +36,8 @@ def _mounts(spec: PocSpec, wheels: str = WHEELS) -> list[str]:
         mounts.append(f"{HF_HOME}:{HF_HOME}")
     mounts.append(f"{wheels}:{WHEELS}:ro")
     if spec.source_dir is not None:
-        folder = str(spec.source_dir.resolve())
-        mounts.append(f"{folder}:{folder}:ro")
+        inside = node_poc_dir(spec)
+        mounts.append(f"{poc_dir or inside}:{inside}:ro")
     return mounts
 
 
@@ -59,6 +66,7 @@ def plan_deployment(
     node_env: dict[int, dict[str, str]] | None = None,
     out_dir: Path | None = None,
     wheels: str = WHEELS,
+    poc_dir: str | None = None,
 ) -> list[NodeLaunch]:
     """The launches of one deployment, each in that deployment's runtime.
 
@@ -67,7 +75,8 @@ def plan_deployment(
     win. ``out_dir``: where a
     training launch writes its summary (relative: to the launch's working directory).
     ``wheels``: the host folder of the kit's wheels a container mounts (on a node, where
-    bring-up copied them; here, ``provision.kit_wheels()``)."""
+    bring-up copied them; here, ``provision.kit_wheels()``); ``poc_dir``: likewise the
+    POC's folder (on a node, where bring-up staged it; here, the POC's own)."""
     section = spec.serving if deployment == "serving" else spec.training
     assert section is not None
     runtime = resolve(spec, deployment)
@@ -92,8 +101,13 @@ def plan_deployment(
         ctx.profile_dir,
         out_dir,
         in_runtime=lambda planned: _in_runtime(
-            spec, section, runtime, planned, wheels, _written(spec, deployment, ctx)
-        ),
+            spec,
+            section,
+            runtime,
+            planned,
+            _mounts(spec, wheels, poc_dir),
+            _written(spec, deployment, ctx),
+        ),  # fmt: skip
     )
 
 
@@ -107,13 +121,12 @@ def _written(spec: PocSpec, deployment: Deployment, ctx: LaunchContext) -> list[
 
 
 def _in_runtime(
-    spec, section, runtime, launches: list[NodeLaunch], wheels: str, written: list[str]
+    spec, section, runtime, launches: list[NodeLaunch], mounts: list[str], written: list[str]
 ):
     if runtime.kind == "venv":
         return [_in_venv(one, runtime) for one in launches]
     if runtime.kind == "container":
         kernels = bool(getattr(section, "kernels", None))
-        mounts = _mounts(spec, wheels)
         if f"{HF_HOME}:{HF_HOME}" in mounts:
             runtime = dataclasses.replace(runtime, env={"HF_HOME": HF_HOME, **runtime.env})
         return [

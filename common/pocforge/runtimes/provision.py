@@ -30,7 +30,14 @@ from pathlib import Path
 from pocforge.frameworks.base import profiled_workload
 from pocforge.frameworks.gpu_profiler import chosen
 from pocforge.paths import kit_root, workspace_root
-from pocforge.runtimes.resolve import VENVS, WHEELS, Deployment, ResolvedRuntime, resolve
+from pocforge.runtimes.resolve import (
+    VENVS,
+    WHEELS,
+    Deployment,
+    ResolvedRuntime,
+    node_poc_dir,
+    resolve,
+)
 from pocforge.spec import PocSpec
 
 # Accelerator vendor -> the kit's requirement file for a framework venv on that GPU.
@@ -159,6 +166,9 @@ def profiler_checks(spec: PocSpec) -> list[dict]:
 def bringup_vars(spec: PocSpec) -> dict:
     """Bring-up's variables for the spec's runtimes (the wheels come from the runner)."""
     out: dict = {"python_env_venvs": venvs(spec), "container_image_images": images(spec)}
+    if spec.source_dir is not None:  # the POC's folder, where its launches find it
+        out["poc_folder_src"] = str(spec.source_dir.resolve())
+        out["poc_folder_dest"] = node_poc_dir(spec)
     checks = profiler_checks(spec)
     if checks:
         out["profiler_tools_checks"] = checks

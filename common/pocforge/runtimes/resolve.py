@@ -17,6 +17,13 @@ Deployment = Literal["serving", "training"]
 # Where bring-up builds a framework's venv on every node, and where the kit's wheels land.
 VENVS = "/opt/pocforge/venvs"
 WHEELS = "/opt/pocforge/wheels"
+NODE_POCS = "/opt/pocforge/pocs"  # bring-up stages each POC's folder here: <NODE_POCS>/<name>
+
+
+def node_poc_dir(spec: PocSpec) -> str:
+    """Where the launches find the POC's folder on every node (a container mounts it there
+    from wherever the host has it)."""
+    return f"{NODE_POCS}/{spec.name}"
 
 
 class RuntimeSpecError(ValueError):
