@@ -100,6 +100,27 @@ LLAMA_3_1_70B = {
     "tie_word_embeddings": False,
     "vocab_size": 128256,
 }
+# meta-llama/Llama-3.3-70B-Instruct config.json: RoPE base 500000, Llama 3 frequency scaling
+LLAMA_3_3_70B = {
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 8192,
+    "intermediate_size": 28672,
+    "max_position_embeddings": 131072,
+    "model_type": "llama",
+    "num_attention_heads": 64,
+    "num_hidden_layers": 80,
+    "num_key_value_heads": 8,
+    "rope_scaling": {
+        "factor": 8.0,
+        "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 8192,
+        "rope_type": "llama3",
+    },
+    "rope_theta": 500000.0,
+    "tie_word_embeddings": False,
+    "vocab_size": 128256,
+}
 # Qwen/Qwen1.5-MoE-A2.7B config.json: one shared expert of its own width, and a window
 # that use_sliding_window switches off
 QWEN1_5_MOE_A2_7B = {
@@ -274,8 +295,9 @@ def test_a_zero_in_a_config_is_not_a_size():
 
 @pytest.mark.parametrize(
     ("name", "config"),
-    [("deepseek-v3", DEEPSEEK_V3), ("gpt-oss-20b", GPT_OSS_20B), ("llama-3.1-70b", LLAMA_3_1_70B)],
-)
+    [("deepseek-v3", DEEPSEEK_V3), ("gpt-oss-20b", GPT_OSS_20B), ("llama-3.1-70b", LLAMA_3_1_70B),
+     ("llama-3.3-70b", LLAMA_3_3_70B)],
+)  # fmt: skip
 def test_the_catalog_says_what_the_config_says(name, config):
     from_config = facts_from_config(config).model_dump(exclude_none=True)
     entry = catalog_entry(name).model_dump()
@@ -320,3 +342,9 @@ def test_the_parameter_estimate_matches_the_stated_count(name):
     Llama's count is exact from the facts, Meta rounds it (70.55B is "70B")."""
     facts = catalog_entry(name)
     assert estimate_parameters(facts) == pytest.approx(facts.params, rel=0.10)
+
+
+def test_rope_facts_from_a_llama_3_config():
+    f = facts_from_config(LLAMA_3_3_70B)
+    assert (f.rope_theta, f.rope_scaling, f.rope_scaling_factor) == (500000.0, "llama3", 8.0)
+    assert facts_from_config(LLAMA_3_1_70B).rope_theta is None  # the excerpt omits it

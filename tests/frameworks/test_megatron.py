@@ -38,6 +38,36 @@ def test_llama_70b_arguments_carry_the_layout_and_the_model():
     assert value(args, "--distributed-backend") == "nccl"
 
 
+@pytest.mark.parametrize(
+    "name", ["llama-3.1-8b-bf16-mi300x-megatron", "llama-3.1-70b-fp8-mi355x-megatron"]
+)
+def test_llama_3_1_trains_with_its_own_rope(name):
+    """Llama 3.1's config.json has rope_theta 500000 and llama3 scaling by 8; Megatron's
+    defaults are base 10000 and none. The published Llama 3.1 Megatron recipes pass
+    ``--rotary-base 500000 --use-rope-scaling`` and a factor of 8 (sources in
+    tests/data/README.md, "launch recipes"); so does the kit, from the model's facts."""
+    args = megatron_args(poc(name))
+    assert value(args, "--rotary-base") == "500000"
+    assert "--use-rope-scaling" in args and value(args, "--rope-scaling-factor") == "8"
+
+
+def test_a_model_with_megatrons_own_rope_gets_no_rope_flags():
+    """The tiny Llama's config has rope_theta 10000 and no scaling: Megatron's defaults."""
+    args = megatron_args(poc("tiny-llama-fp32-cpu-megatron"))
+    assert "--rotary-base" not in args and "--use-rope-scaling" not in args
+
+
+def test_the_cpu_driver_builds_rope_as_asked():
+    spec = poc("tiny-llama-fp32-cpu-megatron")
+    args = parse([*megatron_args(spec), "--rotary-base", "500000", "--use-rope-scaling",
+                  "--rope-scaling-factor", "8"])  # fmt: skip
+    assert (args.rotary_base, args.use_rope_scaling, args.rope_scaling_factor) == (
+        500000,
+        True,
+        8.0,
+    )
+
+
 def test_gpu_launch_is_torchrun_per_node_with_pretrain_gpt():
     spec = poc("llama-3.1-70b-fp8-mi355x-megatron")
     launches = ADAPTERS["megatron"].plan(spec, LaunchContext(repo=REPO, python="python3"))
@@ -110,3 +140,19 @@ def test_megatron_core_checks_query_groups_against_tp():
         "num_query_groups (3) must be a multiple or divisor of tensor_model_parallel_size (2)"
         in found[1]
     )
+
+
+def test_a_rope_scaling_megatron_has_no_flag_for_is_refused():
+    """YaRN (Qwen, DeepSeek) is not Llama 3's scaling: trained with the kit's flags the
+    model would be another; validate refuses it, naming it."""
+    from pocforge.catalog import ModelFacts
+    from pocforge.spec.training_rules import megatron_layout_fits
+
+    spec = poc("llama-3.1-8b-bf16-mi300x-megatron")
+    facts = ModelFacts(layers=32, hidden=4096, heads=32, kv_heads=8, intermediate=14336,
+                       vocab=128256, experts=0, rope_theta=1e6, rope_scaling="yarn",
+                       rope_scaling_factor=4.0)  # fmt: skip
+    yarn = spec.model_copy(update={"model": spec.model.model_copy(update={"facts": facts})})
+    found = [message for _, message in megatron_layout_fits(yarn)]
+    assert any("RoPE scaling 'yarn' has no Megatron-LM flag" in m for m in found), found
+    assert not any("RoPE" in m for _, m in megatron_layout_fits(spec))

@@ -118,6 +118,16 @@ class ModelFacts(BaseModel):
         "unset: every layer is taken as full attention (the larger KV cache).",
     )
     max_position: int | None = Field(None, ge=1, description="Longest context the model supports.")
+    rope_theta: float | None = Field(
+        None, gt=0, description="RoPE base frequency (`rope_theta`); 10000 when a config omits it."
+    )
+    rope_scaling: str | None = Field(
+        None,
+        description="RoPE scaling type (`rope_scaling.rope_type`: `llama3`, `yarn`…); unset: none.",
+    )
+    rope_scaling_factor: float | None = Field(
+        None, gt=0, description="RoPE scaling factor (`rope_scaling.factor`, Llama 3.1: 8)."
+    )
     params: int | None = Field(
         None,
         ge=1,
@@ -166,6 +176,13 @@ def facts_from_config(config: dict) -> ModelFacts:
                 break
     if isinstance(config.get("tie_word_embeddings"), bool):
         values["tie_embeddings"] = config["tie_word_embeddings"]
+    if isinstance(config.get("rope_theta"), int | float) and config["rope_theta"] > 0:
+        values["rope_theta"] = float(config["rope_theta"])
+    scaling = config.get("rope_scaling")
+    if isinstance(scaling, dict) and (scaling.get("rope_type") or scaling.get("type")):
+        values["rope_scaling"] = str(scaling.get("rope_type") or scaling.get("type"))
+        if isinstance(scaling.get("factor"), int | float):
+            values["rope_scaling_factor"] = float(scaling["factor"])
     if "kv_lora_rank" in values:
         # MLA configs that carry a head_dim mean the rotary part (qk_rope_head_dim says it)
         values.pop("head_dim", None)

@@ -53,6 +53,34 @@ def data_parallel(spec: PocSpec) -> int:
     return world // layout_of(spec).model_parallel
 
 
+# Megatron's RoPE defaults (megatron/training/arguments.py): --rotary-base 10000, and no
+# scaling; a model that differs says so in its config.json (rope_theta, rope_scaling).
+MEGATRON_ROTARY_BASE = 10000.0
+
+
+def _rope_args(facts: ModelFacts) -> list[str]:
+    """RoPE as the model's config has it: its base, and Llama 3.x's frequency scaling
+    (``--use-rope-scaling --rope-scaling-factor``, as Megatron-LM's and Megatron-Bridge's
+    Llama 3.1 recipes set them). A scaling Megatron-LM has no flag for is refused by the
+    spec's rules (``megatron_layout_fits``), not trained as another model."""
+    args = []
+    if facts.rope_theta is not None and facts.rope_theta != MEGATRON_ROTARY_BASE:
+        args += ["--rotary-base", str(int(facts.rope_theta))]
+    if facts.rope_scaling == "llama3":
+        args += [
+            "--use-rope-scaling",
+            "--rope-scaling-factor",
+            f"{facts.rope_scaling_factor or 8.0:g}",
+        ]
+    elif facts.rope_scaling is not None:
+        raise ValueError(
+            f"the model's RoPE scaling {facts.rope_scaling!r} has no Megatron-LM flag the kit "
+            "sets (llama3 only): train it with a framework that reads its config, or set "
+            "training.megatron.extra_args for it"
+        )
+    return args
+
+
 def _model_args(facts: ModelFacts, seq_len: int) -> list[str]:
     """The architecture: a Llama-style decoder (RMSNorm, SwiGLU, RoPE, no biases, untied
     embeddings), MoE layers where the model has experts."""
@@ -79,6 +107,7 @@ def _model_args(facts: ModelFacts, seq_len: int) -> list[str]:
     ]  # fmt: skip
     if not facts.tie_embeddings:
         args.append("--untie-embeddings-and-output-weights")
+    args += _rope_args(facts)
     if facts.experts:
         args += ["--num-experts", str(facts.experts), "--moe-router-topk", str(facts.top_k or 1)]
         if facts.moe_intermediate:

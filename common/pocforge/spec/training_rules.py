@@ -111,6 +111,12 @@ def megatron_layout_fits(spec: PocSpec) -> Iterator[Finding]:
                 (*where, "ep"),
                 f"ep·expert_tp·pp = {expert_group} does not divide the {world} training GPUs",
             )
+    if facts.rope_scaling not in (None, "llama3"):
+        yield (
+            ("model",),
+            f"the model's RoPE scaling {facts.rope_scaling!r} has no Megatron-LM flag the kit "
+            "sets (llama3 only); Megatron would train it without: use another framework",
+        )
     if spec.cluster.gpu == "cpu":
         yield from _megatron_on_cpu(training, layout)
         if facts.experts:

@@ -40,11 +40,12 @@ def parser() -> argparse.ArgumentParser:
         "num-query-groups", "kv-channels", "seq-length", "max-position-embeddings",
         "tensor-model-parallel-size", "pipeline-model-parallel-size", "micro-batch-size", "global-batch-size", "train-iters", "lr-warmup-iters", "seed",
         "vocab-size", "log-interval", "eval-iters", "eval-interval",
-        "profile-step-start", "profile-step-end",
+        "profile-step-start", "profile-step-end", "rotary-base",
     )  # fmt: skip
     for name in ints:
         p.add_argument(f"--{name}", type=int)
-    floats = ("lr", "min-lr", "weight-decay", "clip-grad", "attention-dropout", "hidden-dropout")
+    floats = ("lr", "min-lr", "weight-decay", "clip-grad", "attention-dropout", "hidden-dropout",
+              "rope-scaling-factor")  # fmt: skip
     for name in floats:
         p.add_argument(f"--{name}", type=float)
     choices = {
@@ -62,7 +63,7 @@ def parser() -> argparse.ArgumentParser:
         "untie-embeddings-and-output-weights",
         "mock-data", "log-throughput", "use-cpu-initialization",
         "no-gradient-accumulation-fusion", "no-masked-softmax-fusion", "no-bias-swiglu-fusion",
-        "no-bias-dropout-fusion", "no-rope-fusion", "no-persist-layer-norm",
+        "no-bias-dropout-fusion", "no-rope-fusion", "no-persist-layer-norm", "use-rope-scaling",
     )  # fmt: skip
     for name in flags:
         p.add_argument(f"--{name}", action="store_true")
@@ -142,6 +143,9 @@ def build_model(args: argparse.Namespace, config):
         post_process=parallel_state.is_pipeline_last_stage(),
         share_embeddings_and_output_weights=not args.untie_embeddings_and_output_weights,
         position_embedding_type=args.position_embedding_type or "learned_absolute",
+        rotary_base=args.rotary_base or 10000,
+        rope_scaling=args.use_rope_scaling,
+        rope_scaling_factor=args.rope_scaling_factor or 8.0,
     )
 
 
