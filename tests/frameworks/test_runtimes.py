@@ -63,3 +63,36 @@ def test_a_venv_interpreter_the_customer_names_starts_the_framework():
     )
     (launch,) = plan_nodes(spec, LaunchContext(repo=REPO))
     assert launch.argv[0] == "/shared/envs/vllm/bin/python" and launch.runtime["kind"] == "venv"
+
+
+@pytest.mark.parametrize(
+    ("name", "rdma"),
+    [
+        ("deepseek-v3-fp8-mi355x-sglang", True),  # 2 nodes over RoCE
+        ("llama-3.1-70b-fp8-mi355x-megatron", True),  # training too
+        ("llama-3.1-70b-bf16-mi300x-vllm", False),  # one node
+        ("llama-3.1-70b-fp8-h200-vllm-pd", False),  # one node: NIXL within it
+    ],
+)
+def test_a_deployment_across_an_rdma_fabric_gets_the_verbs_devices_and_memlock(name, rdma):
+    """RCCL/NCCL and UCX between nodes open /dev/infiniband and pin their buffers: a
+    container without the devices falls back to TCP or fails to register memory."""
+    launches = plan_nodes(load_spec(REPO / "pocs" / name / "poc.yaml"), LaunchContext(repo=REPO))
+    for launch in launches:
+        argv = launch.argv
+        pairs = list(zip(argv, argv[1:], strict=False))
+        assert (("--device", "/dev/infiniband") in pairs) is rdma, (name, launch.role)
+        assert pairs.count(("--ulimit", "memlock=-1")) == (1 if rdma else 0), (name, launch.role)
+
+
+def test_memlock_is_set_once_where_the_framework_sets_it_already():
+    from pocforge.frameworks.base import NodeLaunch
+    from pocforge.runtimes.container import wrap
+    from pocforge.runtimes.resolve import ResolvedRuntime
+
+    runtime = ResolvedRuntime(kind="container", framework="trtllm", vendor="nvidia",
+                              arch="sm90", image="nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc14")  # fmt: skip
+    launch = NodeLaunch(deployment="serving", framework="trtllm", node_rank=0, host="h",
+                        role="server", argv=["trtllm-serve", "m"])  # fmt: skip
+    argv = wrap(launch, runtime, poc="p", mounts=[], kernels=False, rdma=True).argv
+    assert argv.count("memlock=-1") == 1 and "/dev/infiniband" in argv

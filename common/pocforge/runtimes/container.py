@@ -11,6 +11,10 @@ The flags are the vendors' documented ones for their framework images:
 - TensorRT-LLM's images ("Quick Start Guide", "Launch Docker Container"): also
   ``--ulimit memlock=-1 --ulimit stack=67108864`` (pinned host memory for MPI and NCCL, and
   the stack its ranks need);
+- a deployment that spans nodes over an RDMA fabric (``cluster.interconnect.scale_out``
+  RoCE or InfiniBand): ``--device /dev/infiniband`` (the verbs devices RCCL/NCCL and UCX
+  open; AMD Primus's container script passes it for multi-node runs) and ``--ulimit
+  memlock=-1`` (they pin their buffers; TensorRT-LLM's and NVIDIA's NCCL containers set it);
 - both: ``--ipc host`` (PyTorch shares tensors between ranks through shared memory: the
   node's own ``/dev/shm``, so no ``--shm-size``, which docker ignores next to it and podman
   refuses: "cannot set shmsize when running in the {host } IPC Namespace", measured with
@@ -52,6 +56,8 @@ CUDA_FLAGS = ("--gpus", "all")
 CUDA_FLAGS_PODMAN = ("--device", "nvidia.com/gpu=all")
 # Flags a framework's own image documents beyond the platform's.
 FRAMEWORK_FLAGS = {"trtllm": ("--ulimit", "memlock=-1", "--ulimit", "stack=67108864")}
+# A deployment across nodes over RDMA (see the module notes).
+RDMA_FLAGS = ("--device", "/dev/infiniband", "--ulimit", "memlock=-1")
 
 
 # Where the kit's wheels are installed inside a container: a scratch folder put first on
@@ -86,11 +92,13 @@ def wrap(
     mounts: list[str],
     kernels: bool,
     written: list[str] | None = None,
+    rdma: bool = False,
 ) -> NodeLaunch:
     """``launch`` run in ``runtime``'s container; its environment goes in as ``--env``.
     ``written``: folders on the node the launch writes into (a profiler's): mounted, so
     what it writes outlives the container, and made before the start (``runtime.written``:
-    podman, unlike docker, refuses to mount a folder that is not there)."""
+    podman, unlike docker, refuses to mount a folder that is not there). ``rdma``: the
+    deployment spans nodes over an RDMA fabric."""
     assert runtime.kind == "container" and runtime.image
     name = container_name(poc, launch)
     argv = [runtime.engine, "run", "--rm", "--name", name]
@@ -98,7 +106,11 @@ def wrap(
         argv += ROCM_FLAGS
     elif runtime.vendor == "nvidia":
         argv += CUDA_FLAGS_PODMAN if runtime.engine == "podman" else CUDA_FLAGS
-    argv += FRAMEWORK_FLAGS.get(launch.framework, ())
+    framework_flags = FRAMEWORK_FLAGS.get(launch.framework, ())
+    argv += framework_flags
+    if rdma:  # memlock once, where the framework's own flags already lift it
+        argv += [f for f in RDMA_FLAGS[:2]]
+        argv += [] if "memlock=-1" in framework_flags else list(RDMA_FLAGS[2:])
     argv += ["--ipc", "host", "--network", "host"]
     for mount in [*mounts, *runtime.mounts]:
         argv += ["--volume", mount]

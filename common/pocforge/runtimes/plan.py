@@ -127,12 +127,20 @@ def _in_runtime(
         return [_in_venv(one, runtime) for one in launches]
     if runtime.kind == "container":
         kernels = bool(getattr(section, "kernels", None))
+        fabric = spec.cluster.interconnect.scale_out.startswith(("roce", "ib-"))
+        rdma = fabric and len({one.node_rank for one in launches}) > 1
         if f"{HF_HOME}:{HF_HOME}" in mounts:
             runtime = dataclasses.replace(runtime, env={"HF_HOME": HF_HOME, **runtime.env})
         return [
             container.wrap(
-                one, runtime, poc=spec.name, mounts=mounts, kernels=kernels, written=written
-            )
+                one,
+                runtime,
+                poc=spec.name,
+                mounts=mounts,
+                kernels=kernels,
+                written=written,
+                rdma=rdma,
+            )  # fmt: skip
             for one in launches
         ]
     return launches
