@@ -81,7 +81,9 @@ def served(tmp_path_factory):
         )
     )
     ctx = LaunchContext.local(REPO, host_override="127.0.0.1", port=free_port())
-    (launch,) = plan_deployment(spec, "serving", ctx, wheels=str(kit_wheels()))
+    # as the runner plans a container here: the kit's wheels and the POC's own folder
+    folder = str(spec.source_dir)
+    (launch,) = plan_deployment(spec, "serving", ctx, wheels=str(kit_wheels()), poc_dir=folder)
     server = ManagedProcess(launch, root / "server.log").start()
     try:
         server.wait_healthy(timeout_s=START_TIMEOUT_S)
