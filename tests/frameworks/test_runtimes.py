@@ -96,3 +96,20 @@ def test_memlock_is_set_once_where_the_framework_sets_it_already():
                         role="server", argv=["trtllm-serve", "m"])  # fmt: skip
     argv = wrap(launch, runtime, poc="p", mounts=[], kernels=False, rdma=True).argv
     assert argv.count("memlock=-1") == 1 and "/dev/infiniband" in argv
+
+
+@pytest.mark.parametrize(
+    "name", ["llama-3.1-70b-fp8-h200-vllm-pd", "deepseek-r1-fp8-mi355x-sglang-pd"]
+)
+def test_the_pd_router_container_gets_no_gpu_model_or_fabric(name):
+    """The kit's P/D router only forwards requests: no GPU devices, no model cache, no
+    verbs devices, only the kit's wheels it installs itself from."""
+    launches = plan_nodes(load_spec(REPO / "pocs" / name / "poc.yaml"), LaunchContext(repo=REPO))
+    (router,) = [launch for launch in launches if launch.role == "router"]
+    argv = router.argv
+    assert not {"--gpus", "/dev/kfd", "/dev/infiniband", "memlock=-1"} & set(argv)
+    volumes = [argv[i + 1] for i, part in enumerate(argv) if part == "--volume"]
+    assert volumes == ["/opt/pocforge/wheels:/opt/pocforge/wheels:ro"]
+    assert "HF_HOME" not in router.runtime["env"]
+    servers = [launch for launch in launches if launch.role != "router"]
+    assert all("--gpus" in s.argv or "/dev/kfd" in s.argv for s in servers)

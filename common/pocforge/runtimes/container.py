@@ -93,18 +93,20 @@ def wrap(
     kernels: bool,
     written: list[str] | None = None,
     rdma: bool = False,
+    gpus: bool = True,
 ) -> NodeLaunch:
     """``launch`` run in ``runtime``'s container; its environment goes in as ``--env``.
     ``written``: folders on the node the launch writes into (a profiler's): mounted, so
     what it writes outlives the container, and made before the start (``runtime.written``:
     podman, unlike docker, refuses to mount a folder that is not there). ``rdma``: the
-    deployment spans nodes over an RDMA fabric."""
+    deployment spans nodes over an RDMA fabric; ``gpus``: the launch uses the node's GPUs
+    (the P/D router does not)."""
     assert runtime.kind == "container" and runtime.image
     name = container_name(poc, launch)
     argv = [runtime.engine, "run", "--rm", "--name", name]
-    if runtime.vendor == "amd":
+    if gpus and runtime.vendor == "amd":
         argv += ROCM_FLAGS
-    elif runtime.vendor == "nvidia":
+    elif gpus and runtime.vendor == "nvidia":
         argv += CUDA_FLAGS_PODMAN if runtime.engine == "podman" else CUDA_FLAGS
     framework_flags = FRAMEWORK_FLAGS.get(launch.framework, ())
     argv += framework_flags

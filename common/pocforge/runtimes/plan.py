@@ -129,20 +129,19 @@ def _in_runtime(
         kernels = bool(getattr(section, "kernels", None))
         fabric = spec.cluster.interconnect.scale_out.startswith(("roce", "ib-"))
         rdma = fabric and len({one.node_rank for one in launches}) > 1
+        served = runtime
         if f"{HF_HOME}:{HF_HOME}" in mounts:
-            runtime = dataclasses.replace(runtime, env={"HF_HOME": HF_HOME, **runtime.env})
-        return [
-            container.wrap(
-                one,
-                runtime,
-                poc=spec.name,
-                mounts=mounts,
-                kernels=kernels,
-                written=written,
-                rdma=rdma,
-            )  # fmt: skip
-            for one in launches
-        ]
+            served = dataclasses.replace(runtime, env={"HF_HOME": HF_HOME, **runtime.env})
+        out = []
+        for one in launches:
+            if one.role == "router":  # the kit's P/D router: no GPU, model, fabric or profile
+                wheels_only = [m for m in mounts if m.endswith(f":{WHEELS}:ro")]
+                out.append(container.wrap(one, runtime, poc=spec.name, mounts=wheels_only,
+                                          kernels=False, gpus=False))  # fmt: skip
+            else:
+                out.append(container.wrap(one, served, poc=spec.name, mounts=mounts,
+                                          kernels=kernels, written=written, rdma=rdma))  # fmt: skip
+        return out
     return launches
 
 
