@@ -157,3 +157,17 @@ def test_training_search_rejects_what_cannot_fit():
     found = search_training(shape("llama-3-70b"), H100, 16, TrainingPoint(4096, 64))
     assert found.ranked == []
     assert found.rejected and all("exceed 80 GB" in c.rejected for c in found.rejected)
+
+
+@pytest.mark.parametrize("model, gpus, framework, precision", SEARCHES)
+def test_the_planner_offers_only_layouts_the_framework_runs(model, gpus, framework, precision):
+    """Every layout the search considers passes the framework's layout rules, the ones
+    ``validate`` holds a spec to (SGLang: ep inside tp, DP attention with dp > 1)."""
+    from pocforge.plan.layout import layout_problems
+
+    found = serving(model, gpus, framework, precision)
+    experts = shape(model).experts if shape(model).is_moe else None
+    for c in found.ranked + found.rejected:
+        assert layout_problems(framework, c.layout, experts) == [], c.layout.label()
+    if framework == "sglang" and shape(model).is_moe:
+        assert not any(c.layout.ep > c.layout.tp for c in found.ranked + found.rejected)

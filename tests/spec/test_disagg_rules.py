@@ -108,7 +108,7 @@ def test_pool_expert_parallel_needs_moe_and_vllms_full_span(load, good):
     good["serving"]["disaggregation"]["decode"] = {"tp": 2, "dp": 2, "ep": 2}
     good["model"]["facts"] = dict(MOE_FACTS)
     (msg,) = messages(load, good)
-    assert "vLLM's expert parallelism spans all tp×dp = 4 GPUs of an instance" in msg
+    assert "vLLM's expert parallelism spans all tp×dp = 4 GPUs; set ep to 4" in msg
 
 
 def test_pool_memory_is_checked_per_instance(load, good):

@@ -68,11 +68,23 @@ def test_ep_needs_known_moe_facts(load, good):
     assert "cannot tell whether the model is MoE; add model.facts.experts" in msg
 
 
-def test_ep_not_larger_than_tp_times_dp(load, good):
-    good["model"]["facts"] = dict(MOE_FACTS)
-    good["serving"]["parallelism"] = {"tp": 8, "ep": 16}
-    msgs = messages(load, good)
-    assert any("ep = 16 is larger than tp×dp = 8" in m for m in msgs), msgs
+def test_sglang_splits_the_experts_inside_the_tp_group(load, good):
+    """SGLang 0.5.23 derives moe_tp_size = tp // ep: ep must divide tp, whatever dp is
+    (2 x 8 replicas of tp 2 cannot spread 16-way expert groups)."""
+    good["cluster"].update(nodes=2)
+    msgs = messages(load, sglang_moe(good, tp=2, dp=8, ep=16))
+    assert any("sglang splits the experts inside the tp group: ep (16) must divide tp (2)" in m
+               for m in msgs), msgs  # fmt: skip
+    good["cluster"].update(nodes=1)
+    assert load(sglang_moe(good, tp=8, ep=4)).serving.parallelism.ep == 4  # 4 divides 8
+
+
+def test_dp_attention_needs_dp_groups(load, good):
+    """{tp: 8, ep: 8, dp_attention: true} without dp printed --attn-dp-size 1 and passed."""
+    msgs = messages(load, sglang_moe(good, tp=8, ep=8, dp_attention=True))
+    assert any("dp_attention splits tp into dp attention groups, and dp is 1" in m for m in msgs), (
+        msgs
+    )
 
 
 def test_vllm_expert_parallel_spans_tp_times_dp(load, good):

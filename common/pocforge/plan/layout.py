@@ -79,3 +79,47 @@ class Layout:
 
     def with_(self, **changes) -> Layout:
         return replace(self, **changes)
+
+
+def layout_problems(framework: str, layout: Layout, experts: int | None) -> list[tuple[str, str]]:
+    """Why ``framework`` would refuse ``layout`` (one serving replica, or one P/D instance)
+    for a model with ``experts`` routed experts, as (the parallelism field to change, why);
+    [] when it runs it. Shared by ``validate``
+    (the spec's rules) and the planner, so the planner never ranks a refused layout.
+
+    - vLLM: expert parallelism spans all tp×dp GPUs (``--enable-expert-parallel``): ep is
+      1 or tp×dp; it has no DP attention.
+    - SGLang (``runtime_context.derive_parallel_widths`` in 0.5.23: ``moe_tp_size = tp //
+      ep``, ``attn_tp_size = tp // attn_dp_size``) and TensorRT-LLM (``moe_tp × moe_ep =
+      tp``): the experts are split inside the tp group, so ep divides tp; DP attention's
+      groups split tp too, so it needs dp > 1 dividing tp.
+    - every framework: ep divides the experts."""
+    out = []
+    span = layout.tp if layout.dp_attention else layout.tp * layout.dp
+    if layout.dp_attention:
+        if framework == "vllm":
+            out.append(("dp_attention", "dp_attention is SGLang's; with vLLM use dp with ep"))
+        elif layout.dp < 2:
+            out.append((
+                "dp",
+                f"dp_attention splits tp into dp attention groups, and dp is {layout.dp}: set "
+                f"dp to a divisor of tp ({layout.tp}) above 1, or remove dp_attention",
+            ))  # fmt: skip
+        elif layout.tp % layout.dp:
+            out.append(("dp", f"with dp_attention, dp ({layout.dp}) must divide tp ({layout.tp})"))
+    if layout.ep > 1:
+        if framework == "vllm" and layout.ep != span:
+            out.append((
+                "ep",
+                f"vLLM's expert parallelism spans all tp×dp = {span} GPUs; set ep to {span} "
+                "(or 1 for none)",
+            ))  # fmt: skip
+        elif framework != "vllm" and layout.tp % layout.ep:
+            out.append((
+                "ep",
+                f"{framework} splits the experts inside the tp group: ep ({layout.ep}) must "
+                f"divide tp ({layout.tp})",
+            ))  # fmt: skip
+        if experts and experts % layout.ep:
+            out.append(("ep", f"{experts} experts do not split evenly over ep = {layout.ep}"))
+    return out

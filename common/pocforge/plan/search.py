@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from pocforge.plan.hardware import Device
-from pocforge.plan.layout import Layout
+from pocforge.plan.layout import Layout, layout_problems
 from pocforge.plan.serving import Serving, ServingPoint, ServingPrediction, doubling
 from pocforge.plan.shape import Shape
 from pocforge.plan.training import Training, TrainingPoint, TrainingPrediction
@@ -122,14 +122,18 @@ def serving_layouts(shape: Shape, total_gpus: int, framework: str) -> Iterator[L
 
 
 def _with_experts(shape: Shape, layout: Layout, framework: str) -> Iterator[Layout]:
-    yield layout
+    """``layout`` and its expert-parallel variants, each only where the framework runs it
+    (:func:`~pocforge.plan.layout.layout_problems`, as ``validate`` holds a spec to)."""
+    experts = shape.experts if shape.is_moe else None
+    if not layout_problems(framework, layout, experts):
+        yield layout
     if not shape.is_moe:
         return
     span = layout.tp if layout.dp_attention else layout.tp * layout.dp
-    options = {span} if framework == "vllm" else {layout.tp, span}
-    for ep in sorted(options):
-        if ep > 1 and shape.experts % ep == 0:
-            yield layout.with_(ep=ep)
+    for ep in sorted({layout.tp, span}):
+        variant = layout.with_(ep=ep)
+        if ep > 1 and not layout_problems(framework, variant, experts):
+            yield variant
 
 
 def search_serving(

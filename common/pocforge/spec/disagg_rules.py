@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from pocforge.catalog import gpu
+from pocforge.plan.layout import Layout, layout_problems
 from pocforge.spec.disagg import (
     A2A_VENDOR,
     CONNECTOR_VENDOR,
@@ -76,27 +77,17 @@ def _pool(spec: PocSpec, role: str, pool: Pool) -> Iterator[Finding]:
     framework = spec.serving.framework
     if pool.dp_attention and framework != "sglang":
         yield ((*path, "dp_attention"), "dp_attention is SGLang's; with vLLM use dp with ep")
-    if pool.dp_attention and pool.tp % pool.dp:
-        yield ((*path, "dp"), f"with dp_attention, dp ({pool.dp}) must divide tp ({pool.tp})")
-    if pool.ep == 1:
         return
     facts = facts_of(spec)
-    if facts.is_moe is not True:
+    if pool.ep > 1 and facts.is_moe is not True:
         yield (
             (*path, "ep"),
             f"ep = {pool.ep} needs a MoE model; {spec.model.id} is dense (or add model.facts.experts)",
         )
         return
-    span = pool.tp if pool.dp_attention else pool.tp * pool.dp
-    if framework == "vllm" and pool.ep != span:
-        yield (
-            (*path, "ep"),
-            f"vLLM's expert parallelism spans all tp×dp = {span} GPUs of an instance; set ep to {span}",
-        )
-    elif pool.ep > span:
-        yield ((*path, "ep"), f"ep = {pool.ep} is larger than the instance's {span} GPUs")
-    if facts.experts and facts.experts % pool.ep:
-        yield ((*path, "ep"), f"{facts.experts} experts do not split evenly over ep = {pool.ep}")
+    layout = Layout(tp=pool.tp, dp=pool.dp, ep=pool.ep, dp_attention=pool.dp_attention)
+    for field, message in layout_problems(framework, layout, facts.experts):
+        yield ((*path, field), message)
 
 
 def _transfer(spec: PocSpec, framework: str, vendor: str) -> Iterator[Finding]:

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from pocforge.catalog import gpu, gpu_names
+from pocforge.plan.layout import Layout, layout_problems
 from pocforge.spec import trtllm_options
 from pocforge.spec.finding import Finding
 from pocforge.spec.planning import facts_of, pool_spec, serving_model, shape_of, workload_points
@@ -33,44 +34,32 @@ def serving_fits_cluster(spec: PocSpec) -> Iterator[Finding]:
             f"{formula}×replicas = {per_replica * replicas} but the cluster has {total} GPUs "
             f"({spec.cluster.nodes} nodes × {spec.cluster.gpus_per_node}); change the sizes or serving.replicas",
         )
-    if par.dp_attention and par.tp % par.dp:
-        yield (
-            ("serving", "parallelism", "dp"),
-            f"with dp_attention, dp ({par.dp}) must divide tp ({par.tp})",
-        )
 
 
 def expert_parallel_needs_moe(spec: PocSpec) -> Iterator[Finding]:
-    """ep > 1 only for MoE models, no larger than the GPUs of one replica, and dividing the experts."""
-    if spec.serving is None or spec.serving.parallelism.ep == 1:
+    """ep > 1 only for MoE models; the framework's own layout rules (ep's span, DP
+    attention's groups) are :func:`pocforge.plan.layout.layout_problems`, the planner's too."""
+    if spec.serving is None or spec.serving.disaggregation is not None:
         return
     par = spec.serving.parallelism
     facts = facts_of(spec)
-    if facts.is_moe is None:
+    if par.ep > 1 and facts.is_moe is None:
         yield (
             ("serving", "parallelism", "ep"),
             "cannot tell whether the model is MoE; add model.facts.experts (or point model.id at a folder with config.json)",
         )
         return
-    if not facts.is_moe:
+    if par.ep > 1 and not facts.is_moe:
         yield (
             ("serving", "parallelism", "ep"),
             f"ep = {par.ep} but {spec.model.id} is a dense model; expert parallelism needs MoE",
         )
         return
-    limit = par.tp if par.dp_attention else par.tp * par.dp
-    if par.ep > limit:
-        yield (("serving", "parallelism", "ep"), f"ep = {par.ep} is larger than tp×dp = {limit}")
-    elif spec.serving.framework == "vllm" and par.ep != limit:
-        yield (
-            ("serving", "parallelism", "ep"),
-            f"vLLM's expert parallelism spans all tp×dp = {limit} GPUs; set ep to {limit} (or 1 for none)",
-        )
-    if facts.experts and facts.experts % par.ep:
-        yield (
-            ("serving", "parallelism", "ep"),
-            f"{facts.experts} experts do not split evenly over ep = {par.ep}",
-        )
+    if par.dp_attention and spec.serving.framework == "vllm":
+        return  # dp_attention_needs_moe says vLLM has none
+    layout = Layout(tp=par.tp, pp=par.pp, dp=par.dp, ep=par.ep, dp_attention=par.dp_attention)
+    for field, message in layout_problems(spec.serving.framework, layout, facts.experts):
+        yield (("serving", "parallelism", field), message)
 
 
 def dp_attention_needs_moe(spec: PocSpec) -> Iterator[Finding]:
