@@ -208,3 +208,23 @@ def test_run_stage_choices_match_the_runner():
     order = [s for s in STAGE_NAMES if s in CLUSTER_STAGES]
     assert order == list(CLUSTER_STAGES)  # the runner's order, which --help shows
     assert [s for s in STAGE_NAMES if s in LOCAL_STAGES] == list(LOCAL_STAGES)
+
+
+@pytest.mark.parametrize(
+    ("poc", "shown", "hidden"),
+    [
+        ("llama-3.1-8b-bf16-mi300x-megatron", "megatron", {"zero_stage", "offload", "ds_config"}),
+        ("llama-3-8b-bf16-mi300x-deepspeed", "zero_stage", {"megatron"}),
+    ],
+)
+def test_show_lists_only_the_training_frameworks_fields(poc, shown, hidden):
+    """A Megatron spec is not shown a ZeRO stage it does not have (nor DeepSpeed a
+    megatron block)."""
+    from click.testing import CliRunner
+
+    from pocforge.cli.spec import show_cmd
+
+    result = CliRunner().invoke(show_cmd, [poc, "--json"])
+    assert result.exit_code == 0, result.output
+    training = json.loads(result.output)["training"]
+    assert shown in training and not hidden & set(training)

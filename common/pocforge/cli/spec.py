@@ -19,6 +19,7 @@ from pocforge.spec import SpecError, load_poc, load_spec, public_dump, resolve_s
 from pocforge.spec.base import NAME_PATTERN
 from pocforge.spec.docs import spec_markdown
 from pocforge.spec.schema import PocSpec
+from pocforge.spec.training_rules import DEEPSPEED_ONLY
 
 console = Console()
 if not console.is_terminal:  # piped or captured: do not squeeze columns to 80
@@ -221,12 +222,18 @@ def _summary(spec: PocSpec) -> str:
 @click.argument("target")
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of YAML.")
 def show_cmd(target: str, as_json: bool) -> None:
-    """Print the resolved spec (includes merged, defaults filled, secrets masked)."""
+    """Print the resolved spec (includes merged, defaults filled, secrets masked; a
+    training section shows only its framework's fields)."""
     try:
         spec = load_poc(target)
     except SpecError as exc:
         fail(str(exc))
     data = public_dump(spec)
+    training = data.get("training")
+    if training:  # only the fields of the framework that trains (the rules refuse the others)
+        unused = DEEPSPEED_ONLY if training["framework"] != "deepspeed" else ("megatron",)
+        for name in unused:
+            training.pop(name, None)
     if as_json:
         click.echo(json.dumps(data, indent=2))
     else:

@@ -28,7 +28,7 @@ def training_fits_cluster(spec: PocSpec) -> Iterator[Finding]:
         yield (("training", "dtype"), "DeepSpeed refuses float16 on CPU; use bfloat16 or float32")
 
 
-_DEEPSPEED_ONLY = ("zero_stage", "offload", "ds_config")
+DEEPSPEED_ONLY = ("zero_stage", "offload", "ds_config")
 
 
 def training_framework_fields(spec: PocSpec) -> Iterator[Finding]:
@@ -37,7 +37,7 @@ def training_framework_fields(spec: PocSpec) -> Iterator[Finding]:
     if training is None:
         return
     if training.framework == "megatron":
-        for name in _DEEPSPEED_ONLY:
+        for name in DEEPSPEED_ONLY:
             if name in training.model_fields_set:
                 yield (
                     ("training", name),
