@@ -403,3 +403,31 @@ def test_start_node_readies_each_launch_before_the_next(tmp_path):
         for process in reversed(started):
             process.stop()
     assert all(p.live_group_members() == [] for p in started)
+
+
+def test_print_shows_the_nodes_working_directory_not_a_placeholder():
+    """The process manager runs each launch in the node's run folder; ``--print`` shows
+    that path where the plan holds its placeholder (``'{workdir}:{workdir}'`` was printed
+    for a Primus experiment, whose generated file the container reads from there)."""
+    from click.testing import CliRunner
+
+    from pocforge.cli.launch import launch_cmd
+    from pocforge.cluster.workload import WORKDIR
+    from pocforge.frameworks import LaunchContext
+    from pocforge.frameworks.process import on_node
+    from pocforge.runtimes import plan_nodes
+    from pocforge.spec import load_poc
+
+    result = CliRunner().invoke(launch_cmd, ["llama-3-8b-bf16-mi300x-deepspeed", "--print"])
+    assert result.exit_code == 0, result.output
+    assert "{workdir}" not in result.output and WORKDIR in result.output
+
+    spec = load_poc("llama-3.1-70b-fp8-mi355x-megatron")
+    primus = spec.training.megatron.model_copy(update={"entry": "primus"})
+    spec = spec.model_copy(
+        update={"training": spec.training.model_copy(update={"megatron": primus})}
+    )
+    for launch in plan_nodes(spec, LaunchContext(repo=REPO)):
+        shown = on_node(launch, WORKDIR)
+        assert "{workdir}" not in " ".join(shown.argv)
+        assert f"{WORKDIR}:{WORKDIR}" in shown.argv

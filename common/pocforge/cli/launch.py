@@ -17,9 +17,10 @@ import sys
 import click
 
 from pocforge.cli.common import fail
+from pocforge.cluster.workload import WORKDIR as NODE_WORKDIR
 from pocforge.frameworks import LaunchContext, NodeLaunch
 from pocforge.frameworks.base import prepare_model
-from pocforge.frameworks.process import in_start_order, serve_until_stopped
+from pocforge.frameworks.process import in_start_order, on_node, serve_until_stopped
 from pocforge.frameworks.startup import startup_timeout_s
 from pocforge.paths import workspace_root
 from pocforge.runtimes import RuntimeSpecError, plan_nodes
@@ -75,6 +76,8 @@ def launch_cmd(
             )
         except RuntimeSpecError as exc:
             fail(f"{spec.source_file}: {exc}")
+        # what runs on a node: its working directory where the process manager puts it
+        launches = [on_node(launch, NODE_WORKDIR) for launch in launches]
         if as_json:
             click.echo(json.dumps([launch.as_dict() for launch in launches], indent=2))
             return

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import dataclasses
 import errno
 import json
 import os
@@ -190,6 +191,21 @@ class ServerCrashed(LaunchError):
 WORKDIR = "{workdir}"
 
 
+def on_node(launch: NodeLaunch, workdir: str) -> NodeLaunch:
+    """``launch`` as it runs in ``workdir``: the :data:`WORKDIR` placeholder of its argv and
+    of the folders its container writes replaced (what the process manager starts, and what
+    ``launch --print`` shows)."""
+
+    def put(text: str) -> str:
+        return text.replace(WORKDIR, workdir)
+
+    runtime = dict(launch.runtime) if launch.runtime else None
+    if runtime is not None:
+        runtime["written"] = [put(f) for f in runtime.get("written", [])]
+        runtime["inner_argv"] = [put(a) for a in runtime.get("inner_argv", [])]
+    return dataclasses.replace(launch, argv=[put(a) for a in launch.argv], runtime=runtime)
+
+
 class ManagedProcess:
     def __init__(self, launch: NodeLaunch, log_file: Path, workdir: Path | None = None):
         self.launch = launch
@@ -211,12 +227,13 @@ class ManagedProcess:
         for name, content in self.launch.files.items():
             (self.workdir / name).parent.mkdir(parents=True, exist_ok=True)
             (self.workdir / name).write_text(content)
-        for folder in (self.launch.runtime or {}).get("written", []):  # a container mounts it
-            Path(folder.replace(WORKDIR, str(self.workdir))).mkdir(parents=True, exist_ok=True)
+        here = on_node(self.launch, str(self.workdir))
+        for folder in (here.runtime or {}).get("written", []):  # a container mounts it
+            Path(folder).mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.launch.env}  # logs stream as written
         log = self.log_file.open("ab", buffering=0)
         log.write(f"$ {self.launch.command_line()}\n".encode())
-        argv = [arg.replace(WORKDIR, str(self.workdir)) for arg in self.launch.argv]
+        argv = here.argv
         # a container left by a launch that died with its node would block the name
         self._remove_container()
         # Started from the main thread, the process is told to stop when we die (the
