@@ -214,3 +214,17 @@ def test_plan_of_a_missing_poc():
     """A POC that does not exist: exit 2, naming the POCs there are."""
     text = refused(invoke("plan", "no-such-poc"))
     assert "no POC named 'no-such-poc'" in text and "demo" in text
+
+
+def test_plan_says_which_training_criteria_its_prediction_misses():
+    """The 70B Megatron POC asks MFU >= 0.30; the planner predicts less for its layout, and
+    says so before any GPU is used (it used to print the MFU and nothing else)."""
+    from click.testing import CliRunner
+
+    from pocforge.cli.plan import plan_group
+
+    out = CliRunner().invoke(plan_group, ["llama-3.1-70b-fp8-mi355x-megatron"])
+    assert out.exit_code == 0, out.output
+    assert "training.mfu >= 0.3: predicted" in out.output and "misses it" in out.output
+    small = CliRunner().invoke(plan_group, ["llama-3.1-8b-bf16-mi300x-megatron"])
+    assert "training.mfu >= 0.3: predicted" in small.output and "misses" not in small.output

@@ -164,6 +164,12 @@ def _print_plan(doc: dict) -> None:
                 str(q["memory"]["activations_gb"]),
             )
         console.print(ranked)
+        for check in training.get("criteria", []):
+            verdict = "meets" if check["meets"] else "[red]misses[/]"
+            console.print(
+                f"{check['criterion']}: predicted {check['predicted']:.4g} with the spec's "
+                f"layout — {verdict} it"
+            )
         if training.get("launch"):
             console.print(f"launch of the best layout: [cyan]{training['launch'][-1]}[/]")
 

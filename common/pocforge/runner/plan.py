@@ -63,7 +63,41 @@ def plan_document(spec: PocSpec, gpus: int | None = None, top: int = 5) -> dict:
         doc["serving"] = _serving(spec, shape, device, total, top)
     if spec.training is not None:
         doc["training"] = _training(spec, shape, device, total, top, gpus)
+        doc["training"]["criteria"] = _training_criteria(spec, doc["training"]["prediction"])
     return doc
+
+
+# A training criterion's metric -> the prediction's field the planner can hold it to.
+PREDICTED_TRAINING = {
+    "mfu": "mfu",
+    "tokens_per_s_per_gpu": "tokens_per_s_per_gpu",
+    "tflops_per_gpu": "tflops_per_gpu",
+}
+_HOLDS = {"<=": lambda a, b: a <= b, "<": lambda a, b: a < b,
+          ">=": lambda a, b: a >= b, ">": lambda a, b: a > b}  # fmt: skip
+
+
+def _training_criteria(spec: PocSpec, prediction: dict) -> list[dict]:
+    """Each training criterion the planner predicts (and the targets), held to the spec
+    layout's prediction: the ones it misses are said before any GPU is used."""
+    checks = [
+        (str(c), PREDICTED_TRAINING[c.parts[1]], c.op, c.threshold)
+        for c in spec.acceptance.criteria
+        if c.parts[0] == "training" and len(c.parts) == 2 and c.parts[1] in PREDICTED_TRAINING
+    ]
+    targets = spec.training.targets if spec.training else None
+    for name in ("mfu", "tokens_per_s_per_gpu"):
+        value = getattr(targets, name, None) if targets else None
+        if value is not None:
+            checks.append((f"training.targets.{name} {value:g}", name, ">=", value))
+    out = []
+    for label, field, op, threshold in checks:
+        predicted = prediction.get(field)
+        if predicted is None:
+            continue
+        out.append({"criterion": label, "predicted": predicted,
+                    "meets": bool(_HOLDS[op](predicted, threshold))})  # fmt: skip
+    return out
 
 
 def _serving(spec: PocSpec, shape, device, total: int, top: int) -> dict:
