@@ -156,3 +156,17 @@ def test_a_rope_scaling_megatron_has_no_flag_for_is_refused():
     found = [message for _, message in megatron_layout_fits(yarn)]
     assert any("RoPE scaling 'yarn' has no Megatron-LM flag" in m for m in found), found
     assert not any("RoPE" in m for _, m in megatron_layout_fits(spec))
+
+
+def test_validate_says_megatron_lms_own_flags_went_unchecked():
+    """Only Megatron-Core is on the package index: a typo in extra_args passes its model
+    checks, so validate names the flags it could not check instead of passing silently."""
+    from pocforge.frameworks.checks import _megatron_lm_unchecked
+
+    spec = poc("llama-3.1-8b-bf16-mi300x-megatron")
+    typo = spec.training.megatron.model_copy(update={"extra_args": ["--use-rope-scalling"]})
+    spec = spec.model_copy(update={"training": spec.training.model_copy(update={"megatron": typo})})
+    (note,) = _megatron_lm_unchecked([spec])
+    assert "Megatron-LM's own argument parser is not installed here" in note
+    assert "training.megatron.extra_args: --use-rope-scalling" in note
+    assert _megatron_lm_unchecked([poc("llama-3-8b-bf16-mi300x-deepspeed")]) == []

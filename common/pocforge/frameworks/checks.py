@@ -39,6 +39,8 @@ def framework_problems(
             notes.append(f"{framework} arguments not checked: {found}")
             continue
         notes += _other_versions(framework, specs)
+        if framework == "megatron":
+            notes += _megatron_lm_unchecked(specs)
         for launch, message in found:
             problems[owner[id(launch)].name].append(
                 f"{launch.deployment} node {launch.node_rank} ({launch.role}): {message}"
@@ -66,4 +68,31 @@ def _other_versions(framework: str, specs: list[PocSpec]) -> list[str]:
                     f"with {dist} {checked}'s arguments: a flag only one of them knows is not "
                     "caught"
                 )
+    return out
+
+
+def _megatron_lm_unchecked(specs: list[PocSpec]) -> list[str]:
+    """Without Megatron-LM here (the package index has Megatron-Core only), its own parser
+    did not run: only the model and layout flags went through Megatron-Core's
+    ``TransformerConfig``. A note per Megatron spec, naming its hand-written flags."""
+    import importlib.util
+
+    try:
+        here = importlib.util.find_spec("megatron.training") is not None
+    except ModuleNotFoundError:
+        here = False
+    if here:
+        return []
+    out = []
+    for spec in specs:
+        training = spec.training
+        if training is None or training.framework != "megatron":
+            continue
+        extra = list(training.megatron.extra_args) if training.megatron else []
+        named = f" (training.megatron.extra_args: {' '.join(extra)})" if extra else ""
+        out.append(
+            f"{spec.name}: Megatron-LM's own argument parser is not installed here, only "
+            f"Megatron-Core's model and layout checks ran: its other flags{named} are not "
+            "checked until a node runs them"
+        )
     return out
