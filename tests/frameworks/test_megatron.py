@@ -170,3 +170,28 @@ def test_validate_says_megatron_lms_own_flags_went_unchecked():
     assert "Megatron-LM's own argument parser is not installed here" in note
     assert "training.megatron.extra_args: --use-rope-scalling" in note
     assert _megatron_lm_unchecked([poc("llama-3-8b-bf16-mi300x-deepspeed")]) == []
+
+
+def test_amd_training_gets_the_recipes_variables_and_the_poc_wins():
+    """AMD's Megatron recipe (Primus examples README) sets HSA_NO_SCRATCH_RECLAIM=1 and
+    NVTE_CK_USES_BWD_V3=1 everywhere, NVTE_CK_IS_V3_ATOMIC_FP32=1 on MI300X/MI325X only."""
+    from pocforge.runtimes import plan_nodes
+
+    mi300x = plan_nodes(poc("llama-3.1-8b-bf16-mi300x-megatron"), LaunchContext(repo=REPO))
+    env = mi300x[0].runtime["env"]
+    assert (env["HSA_NO_SCRATCH_RECLAIM"], env["NVTE_CK_USES_BWD_V3"]) == ("1", "1")
+    assert env["NVTE_CK_IS_V3_ATOMIC_FP32"] == "1"
+    mi355x = plan_nodes(poc("llama-3.1-70b-fp8-mi355x-megatron"), LaunchContext(repo=REPO))
+    assert "NVTE_CK_IS_V3_ATOMIC_FP32" not in mi355x[0].runtime["env"]  # gfx950: not asked
+    spec = poc("llama-3.1-8b-bf16-mi300x-megatron")
+    mine = spec.training.runtime.model_copy(update={"env": {"HSA_NO_SCRATCH_RECLAIM": "0"}})
+    spec = spec.model_copy(update={"training": spec.training.model_copy(update={"runtime": mine})})
+    assert (
+        plan_nodes(spec, LaunchContext(repo=REPO))[0].runtime["env"]["HSA_NO_SCRATCH_RECLAIM"]
+        == "0"
+    )
+    assert "HSA_NO_SCRATCH_RECLAIM" not in (
+        ADAPTERS["megatron"]
+        .plan(poc("tiny-llama-fp32-cpu-megatron"), LaunchContext(repo=REPO))[0]
+        .env
+    )

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-from pocforge.catalog import ModelFacts
+from pocforge.catalog import ModelFacts, gpu
 from pocforge.frameworks.argcheck.run import run_argcheck
 from pocforge.frameworks.base import LaunchContext, NodeLaunch, node_hosts
 from pocforge.spec import PocSpec
@@ -55,6 +55,24 @@ def data_parallel(spec: PocSpec) -> int:
 
 # Megatron's RoPE defaults (megatron/training/arguments.py): --rotary-base 10000, and no
 # scaling; a model that differs says so in its config.json (rope_theta, rope_scaling).
+# AMD's Megatron recipe settings (AMD-AGI/Primus examples README, "How to Run", release
+# v25.10: `export HSA_NO_SCRATCH_RECLAIM=1` and `export NVTE_CK_USES_BWD_V3=1` for every
+# run; "Set these variables for better performance only on MI300/MI325X":
+# `NVTE_CK_IS_V3_ATOMIC_FP32=1`). HSA_NO_SCRATCH_RECLAIM=1 keeps a queue's scratch memory
+# once assigned (ROCR runtime's environment variables page); the NVTE_CK_* pick Transformer
+# Engine's CK v3 attention backward. A POC's training.runtime.env wins over each.
+ROCM_TRAINING_ENV = {"HSA_NO_SCRATCH_RECLAIM": "1", "NVTE_CK_USES_BWD_V3": "1"}
+ROCM_TRAINING_ENV_BY_ARCH = {"gfx942": {"NVTE_CK_IS_V3_ATOMIC_FP32": "1"}}  # MI300X, MI325X
+
+
+def rocm_training_env(gpu_name: str) -> dict[str, str]:
+    """The AMD recipe's variables for Megatron training on ``gpu_name`` ({} off AMD)."""
+    facts = gpu(gpu_name)
+    if facts.vendor != "amd":
+        return {}
+    return {**ROCM_TRAINING_ENV, **ROCM_TRAINING_ENV_BY_ARCH.get(facts.arch, {})}
+
+
 MEGATRON_ROTARY_BASE = 10000.0
 
 
@@ -306,6 +324,10 @@ class MegatronAdapter:
         if cluster.gpu != "cpu":
             # Megatron's requirement for overlapping TP communication with compute.
             env.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")
+            own = training.runtime.env  # the POC's value wins: left for plan_deployment
+            for key, value in rocm_training_env(cluster.gpu).items():
+                if key not in own:
+                    env.setdefault(key, value)
         launches = []
         for rank, host in enumerate(hosts):
             master = "127.0.0.1" if cluster.nodes == 1 else hosts[0]
