@@ -272,3 +272,25 @@ def test_aiter_and_runtime_env_must_agree(spec):
 def test_platform_section_forbids_unknown_switches(spec):
     (msg,) = problems(spec, serving={"platform": {"aiter_moe": True}})
     assert "aiter_moe" in msg
+
+
+# ------------------------------------------------------------------------ NIXL's transport
+
+
+PD = {
+    "parallelism": {"tp": 1},  # each pool has its own layout
+    "disaggregation": {"prefill": {"instances": 2, "tp": 2}, "decode": {"instances": 1, "tp": 4}},
+}
+
+
+def test_nixl_kv_transfer_gets_ucx_devices_on_the_fabrics_ports(spec, facts):
+    """vLLM's NixlConnector guide: NCCL variables do not apply to NIXL; UCX_NET_DEVICES
+    names the devices (``mlx5_0:1,mlx5_1:1``): the ports NCCL_IB_HCA names."""
+    env = env_of(spec(serving=PD), facts, "loving-insect")
+    assert env["UCX_NET_DEVICES"] == "mlx5_0:1,mlx5_1:1"
+    assert env["NCCL_IB_HCA"] == "=mlx5_0:1,mlx5_1:1"  # the collectives still read it
+    assert "UCX_NET_DEVICES" not in env_of(spec(), facts, "loving-insect")  # no P/D
+    mooncake = {**PD, "disaggregation": {**PD["disaggregation"], "connector": "MooncakeConnector"}}
+    assert "UCX_NET_DEVICES" not in env_of(spec(serving=mooncake), facts, "loving-insect")
+    own = spec(serving={**PD, "runtime": {"env": {"UCX_NET_DEVICES": "mlx5_1:1"}}})
+    assert env_of(own, facts, "loving-insect")["UCX_NET_DEVICES"] == "mlx5_1:1"  # the POC wins

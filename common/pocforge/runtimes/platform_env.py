@@ -32,6 +32,12 @@ its source), from ``host_facts`` (the facts bring-up recorded for the host,
   An address no interface holds, or a DNS name, falls back to the interface of the default
   route (``ansible.default_ipv4.interface``); a loopback address, or no interface facts,
   leaves it to NCCL's own choice (said in the provenance).
+- **UCX_NET_DEVICES** (a disaggregated deployment whose KV moves by NIXL over the RDMA
+  fabric: vLLM's ``NixlConnector``, the default on GPUs, or SGLang's ``nixl`` backend): the
+  same ports as ``mlx5_0:1,mlx5_1:1``. vLLM's NixlConnector usage guide: "When using UCX as
+  the transport backend, NCCL environment variables (like NCCL_IB_HCA, NCCL_SOCKET_IFNAME)
+  are not applicable to NixlConnector, so configure UCX-specific environment variables";
+  its example names the devices in this form.
 - **Framework switches** (serving): ``serving.platform.aiter`` → ``VLLM_ROCM_USE_AITER=1/0``
   (vLLM's parent switch for its AITER kernels, ``vllm/envs.py``: "1"/"true" enable).
 - **The POC wins.** ``<deployment>.runtime.env`` replaces any derived value; a derivation whose
@@ -225,6 +231,26 @@ def _socket_ifname(host: str, facts: dict, address: str | None) -> Derived:
     return Derived(name, None, f"{host}: no interface in the facts holds {address}; NCCL chooses")
 
 
+def _moves_kv_by_nixl(spec: PocSpec, deployment: str | None) -> bool:
+    """A disaggregated serving deployment whose KV cache travels by NIXL (over UCX)."""
+    disagg = spec.serving.disaggregation if spec.serving else None
+    if deployment != "serving" or disagg is None:
+        return False
+    if spec.serving.framework == "vllm":
+        return (disagg.connector or "NixlConnector") == "NixlConnector"
+    return disagg.transfer_backend == "nixl"
+
+
+def _ucx_devices(host: str, ports: list[tuple[str, dict]]) -> Derived:
+    names = [f"{dev}:{port['port']}" for dev, port in ports]
+    return Derived(
+        "UCX_NET_DEVICES",
+        ",".join(names),
+        f"{host}: NIXL moves the KV cache over UCX, which reads no NCCL_* variable: the "
+        f"ports of NCCL_IB_HCA, {', '.join(names)}",
+    )
+
+
 def _switches(spec: PocSpec, deployment: str | None) -> list[Derived]:
     if deployment != "serving" or spec.serving is None or spec.serving.platform is None:
         return []
@@ -257,6 +283,8 @@ def derive(
         try:
             ports = _ports(host, host_facts, link_layer, scale_out, where)
             out.append(_hca(host, ports))
+            if _moves_kv_by_nixl(spec, deployment) and "UCX_NET_DEVICES" not in poc:
+                out.append(_ucx_devices(host, ports))
         except PlatformEnvError as exc:
             if exc.variable not in poc:
                 raise
