@@ -336,3 +336,29 @@ def test_validate_and_the_judge_read_one_list(monkeypatch, full_run, tmp_path, r
     assert (
         verdict.verdict == "inconclusive" and "not a judgeable collectives metric" in verdict.note
     )
+
+
+def test_a_criterion_pinned_to_a_point_is_judged_there(tmp_path):
+    """``serving.chat.output_throughput.c2 >= X`` (each point has its own throughput) is
+    judged at c2, whatever the operating point is, and does not choose it."""
+    from pocforge.spec.acceptance_schema import Criterion
+
+    pinned = Criterion(metric="serving.chat.output_throughput.c2", op=">=", threshold=1.0)
+    assert (pinned.point, pinned.measure) == ("c2", ["serving", "chat", "output_throughput"])
+    rate = Criterion(metric="serving.chat.ttft_ms.p99.9.r0.5", op="<=", threshold=1.0)
+    assert (rate.point, rate.measure[-1]) == ("r0.5", "p99.9")
+    assert Criterion(metric="serving.chat.ttft_ms.p99.9", op="<=", threshold=1.0).point is None
+
+
+def test_a_pinned_criterion_on_a_real_run_is_reported_at_its_point(demo_run) -> None:
+    """The demo's operating point is c8; a throughput criterion pinned to c1 is reported at
+    c1 with c1's own throughput, and the unpinned criterion still at c8."""
+    verdicts = judge_run(
+        demo_run,
+        _criteria("serving.chat.output_throughput.c1 >= 1", "serving.chat.ttft_ms.p90 <= 5000"),
+    )
+    pinned, free = verdicts
+    assert pinned.point == "c1" and pinned.verdict == "pass"
+    c1 = next(pv for pv in pinned.per_point if pv.point == "c1")
+    assert pinned.estimate == c1.estimate
+    assert free.point == "c8"

@@ -567,3 +567,13 @@ def test_one_server_one_profiler_and_rocprofv3_one_point(load, good):
         "serving.workloads.1.profile.tool: one server serves every workload, so one "
         "profiler: workload chat uses rocprofv3 and again torch; give both the same tool"
     ) in msg
+
+
+def test_a_criterion_may_name_a_point_of_its_workload(load, good):
+    """Each point has its own throughput: ``….output_throughput.c1`` is judged there; a point
+    the sweep does not run is refused, naming the ones it does."""
+    good["acceptance"] = {"criteria": ["serving.chat.output_throughput.c1 >= 10"]}
+    assert load(good).acceptance.criteria[0].point == "c1"
+    good["acceptance"] = {"criteria": ["serving.chat.output_throughput.c32 >= 10"]}
+    (msg,) = messages(load, good)
+    assert "'c32' is not a point of workload chat" in msg

@@ -170,23 +170,32 @@ def judge_serving(
         order = [p.id for p in result.points if p.status != "failed"]
         per_point: dict[int, list[PointVerdict]] = {}
         for i, c in items:
-            metric = c.parts[2] if len(c.parts) > 2 else ""
-            stat = c.parts[3] if len(c.parts) > 3 else "mean"
+            measure = c.measure  # a criterion pinned to a point (….c32) is judged there
+            metric = measure[2] if len(measure) > 2 else ""
+            stat = measure[3] if len(measure) > 3 else "mean"
             per_point[i] = [
                 judge_point(p, folder, metric, stat, c.op, c.threshold, c.confidence, seed=i)
                 for p in result.points
             ]
-        op_point = _operating_point({str(i): v for i, v in per_point.items()}, order)
+        free = [(i, c) for i, c in items if c.point is None]  # they choose the operating point
+        op_point = _operating_point({str(i): per_point[i] for i, _ in free}, order)
         for i, c in items:
-            at = next((pv for pv in per_point[i] if pv.point == op_point), None)
+            where = c.point or op_point
+            at = next((pv for pv in per_point[i] if pv.point == where), None)
+            if at is None and c.point:
+                at = no_verdict(None, N_("point {point} did not complete"), point=c.point)
             at = at or no_verdict(None, N_("no sweep point completed"))
             cv = criterion_verdict(c, at)
             cv.per_point = per_point[i]
-            if op_point and not all(
-                pv.verdict == "pass"
-                for j, _ in items
-                for pv in per_point[j]
-                if pv.point == op_point
+            if (
+                c.point is None
+                and op_point
+                and not all(
+                    pv.verdict == "pass"
+                    for j, _ in free
+                    for pv in per_point[j]
+                    if pv.point == op_point
+                )
             ):
                 template = N_(
                     "no sweep point met every criterion of {workload}; reported at {point}"

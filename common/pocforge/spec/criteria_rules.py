@@ -23,9 +23,23 @@ EP_PHASES = tuple(
 def criteria_are_produced(spec: PocSpec) -> Iterator[Finding]:
     """Every acceptance criterion names a metric some stage of this spec will produce."""
     for index, criterion in enumerate(spec.acceptance.criteria):
-        problem = _criterion_problem(spec, criterion.parts)
+        problem = _point_problem(spec, criterion) or _criterion_problem(spec, criterion.measure)
         if problem:
             yield (("acceptance", "criteria", index, "metric"), f"{criterion.metric}: {problem}")
+
+
+def _point_problem(spec: PocSpec, criterion) -> str | None:
+    """A point selector (``serving.<workload>.<metric>[.<statistic>].c32``) names a point
+    of that workload's sweep."""
+    point = criterion.point
+    if point is None or spec.serving is None:
+        return None
+    workload = next((w for w in spec.serving.workloads if w.name == criterion.parts[1]), None)
+    if workload is None or point in workload.point_ids():
+        return None
+    return (
+        f"{point!r} is not a point of workload {workload.name} ({', '.join(workload.point_ids())})"
+    )
 
 
 def _criterion_problem(spec: PocSpec, parts: list[str]) -> str | None:
@@ -35,7 +49,7 @@ def _criterion_problem(spec: PocSpec, parts: list[str]) -> str | None:
             return "the spec has no serving section"
         workloads = [w.name for w in spec.serving.workloads]
         if len(parts) < 3:
-            return "write serving.<workload>.<metric>[.<statistic>]"
+            return "write serving.<workload>.<metric>[.<statistic>][.<point>]"
         if parts[1] not in workloads:
             return f"no workload named {parts[1]!r} (workloads: {', '.join(workloads)})"
         workload = next(w for w in spec.serving.workloads if w.name == parts[1])

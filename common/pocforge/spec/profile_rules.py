@@ -81,13 +81,7 @@ def profiled_points_exist(spec: PocSpec) -> Iterator[Finding]:
                     "rocprofv3 writes its files when the server exits, so a serving stage "
                     f"profiles one point with it ({', '.join(rocprof)}): keep one",
                 )
-        load = workload.load
-        if workload.dataset.kind == "trace":
-            ids = [f"t{1.0 / workload.dataset.time_scale:g}"]
-        elif load.concurrency is not None:
-            ids = [f"c{c}" for c in load.concurrency]
-        else:
-            ids = [f"r{r:g}" for r in load.request_rate]
+        ids = workload.point_ids()
         for k, point in enumerate(workload.profile.points):
             if point not in ids:
                 yield (

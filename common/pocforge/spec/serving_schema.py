@@ -212,6 +212,15 @@ class Workload(Strict):
         description="Profile these sweep points (the framework's torch profiler, or `tool: nsys | rocprofv3`): each runs once more after its measured repeats with the profiler on, that pass left out of its statistics; the traces go into the run.",
     )
 
+    def point_ids(self) -> list[str]:
+        """The sweep's points as its summaries name them: ``c<concurrency>``,
+        ``r<rate>``, or the trace's ``t<speed>``."""
+        if self.dataset.kind == "trace":
+            return [f"t{1.0 / self.dataset.time_scale:g}"]
+        if self.load.concurrency is not None:
+            return [f"c{c}" for c in self.load.concurrency]
+        return [f"r{r:g}" for r in self.load.request_rate]
+
 
 class Parallelism(Strict):
     tp: int = Field(1, ge=1, description="Tensor parallel size.")
