@@ -103,9 +103,10 @@ def test_driver_refuses_an_argument_it_does_not_implement(capsys):
 
 
 def test_primus_experiment_has_the_same_arguments_as_overrides():
+    """``entry: primus`` runs Primus's own checkout (its default /workspace/Primus: the
+    Megatron-LM path held a file only Primus has), its Megatron-LM from third_party/."""
     spec = poc("llama-3.1-8b-bf16-mi300x-megatron")
     spec.training.megatron.entry = "primus"
-    spec.training.megatron.path = "/workspace/Primus"
     (launch,) = ADAPTERS["megatron"].plan(spec, LaunchContext(repo=REPO, python="python3"))
     assert "/workspace/Primus/examples/megatron/pretrain.py" in launch.argv
     experiment = yaml.safe_load(launch.files["primus-exp.yaml"])
@@ -115,7 +116,9 @@ def test_primus_experiment_has_the_same_arguments_as_overrides():
     assert overrides["tensor_model_parallel_size"] == 1
     assert overrides["global_batch_size"] == 2 * 8 * 8  # micro × micro-batches × dp 8
     assert overrides["use_distributed_optimizer"] is True and overrides["mock_data"] is True
-    assert launch.env["PYTHONPATH"] == "/workspace/Primus/../Megatron-LM:/workspace/Primus"
+    assert launch.env["PYTHONPATH"] == (
+        "/workspace/Primus/third_party/Megatron-LM:/workspace/Primus"
+    )
     assert primus_experiment(spec)["exp_name"] == spec.name
 
 

@@ -317,10 +317,13 @@ class MegatronAdapter:
             entry = ["-m", "pocforge.training.megatron_driver", *megatron_args(spec)]
         elif layout.entry == "primus":
             files["primus-exp.yaml"] = yaml.safe_dump(primus_experiment(spec), sort_keys=False)
-            entry = [f"{layout.path}/examples/megatron/pretrain.py", "--exp", "primus-exp.yaml"]
-            env["PYTHONPATH"] = f"{layout.path}/../Megatron-LM:{layout.path}"
+            # Primus's run scripts: MEGATRON_PATH=${PRIMUS_PATH}/third_party/Megatron-LM,
+            # PYTHONPATH=${MEGATRON_PATH}:${PRIMUS_PATH}
+            primus = layout.checkout
+            entry = [f"{primus}/examples/megatron/pretrain.py", "--exp", "primus-exp.yaml"]
+            env["PYTHONPATH"] = f"{primus}/third_party/Megatron-LM:{primus}"
         else:
-            entry = [f"{layout.path}/pretrain_gpt.py", *megatron_args(spec)]
+            entry = [f"{layout.checkout}/pretrain_gpt.py", *megatron_args(spec)]
         if cluster.gpu != "cpu":
             # Megatron's requirement for overlapping TP communication with compute.
             env.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")

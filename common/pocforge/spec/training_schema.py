@@ -50,6 +50,10 @@ class MegatronData(Strict):
         return self
 
 
+# Where each entry's code is in the published images (see MegatronLayout.path).
+CHECKOUTS = {"megatron-lm": "/workspace/Megatron-LM", "primus": "/workspace/Primus"}
+
+
 class MegatronLayout(Strict):
     """Megatron-LM's parallel layout and switches; data parallelism is what the world size
     leaves: `dp = world / (tp · pp · cp)`."""
@@ -94,9 +98,9 @@ class MegatronLayout(Strict):
         "megatron-lm",
         description="What runs on the nodes: Megatron-LM's `pretrain_gpt.py` (ROCm/Megatron-LM or NVIDIA's container) or AMD Primus's Megatron backend.",
     )
-    path: str = Field(
-        "/workspace/Megatron-LM",
-        description="Megatron-LM (or Primus) checkout on the nodes; the ROCm and NGC training containers keep it at `/workspace/Megatron-LM`.",
+    path: str | None = Field(
+        None,
+        description="The checkout on the nodes of what `entry` runs; default by entry: Megatron-LM at `/workspace/Megatron-LM` (the ROCm and NGC training containers), Primus at `/workspace/Primus` (AMD's rocm/megatron-lm images; its Megatron-LM in `third_party/Megatron-LM`).",
     )
     data: MegatronData = Field(
         default_factory=MegatronData, description="Mock data or a preprocessed dataset."
@@ -105,6 +109,11 @@ class MegatronLayout(Strict):
         default_factory=list,
         description="More Megatron-LM arguments, appended as written (checked by Megatron's parser where it is installed).",
     )
+
+    @property
+    def checkout(self) -> str:
+        """Where ``entry``'s code is on the nodes (``path``, else the entry's default)."""
+        return self.path or CHECKOUTS[self.entry]
 
     @property
     def model_parallel(self) -> int:
