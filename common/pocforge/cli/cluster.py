@@ -130,6 +130,32 @@ def _run(
     sys.exit(1 if failed else 0)
 
 
+def _dry_run(playbook: str, poc: str, inventory: str | None, limit: str | None) -> None:
+    """``--dry-run``: the playbook's hosts and tasks on the POC's inventory, no SSH."""
+    from pocforge.cluster import ClusterError, inventory_from_spec
+    from pocforge.cluster.driver import dry_run
+    from pocforge.paths import workspace_root
+    from pocforge.spec import SpecError, load_poc
+
+    try:
+        spec = load_poc(poc)
+    except SpecError as exc:
+        raise click.UsageError(str(exc)) from None
+    if inventory and not Path(inventory).exists():
+        raise click.UsageError(f"--inventory {inventory}: no such file")
+    inv = (
+        Path(inventory)
+        if inventory
+        else inventory_from_spec(
+            spec, workspace_root() / ".artifacts" / "inventories" / f"{spec.name}.yml"
+        )
+    )
+    try:
+        click.echo(dry_run(playbook, inv, limit), nl=False)
+    except ClusterError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
 def _teardown(spec, store, run_id: str | None, nodes) -> None:
     """teardown.yml on its own (what every serving and training stage ends with)."""
     from pocforge.cluster import ClusterError, run_playbook_stage
@@ -191,7 +217,15 @@ def register(main: click.Group) -> None:
                 "--run-id",
                 help="Run folder name under results/<poc>/ (an existing run gets this stage).",
             )
-            def command(poc, inventory, limit, run_id):
+            @click.option(
+                "--dry-run",
+                is_flag=True,
+                help="Print the hosts and the ordered tasks it would run; connect to nothing.",
+            )
+            def command(poc, inventory, limit, run_id, dry_run):
+                if dry_run:
+                    _dry_run(playbook, poc, inventory, limit)
+                    return
                 _run(verb, poc, inventory, limit, run_id)
 
             return command

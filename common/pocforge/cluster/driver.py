@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -201,3 +202,22 @@ def _save(result: ClusterResult, out_dir: Path, ident: str) -> None:
             merged = json.loads(path.read_text()) if path.exists() else {}
             merged.update(host.facts)
             atomic.write_text(path, json.dumps(merged, indent=2, sort_keys=True, default=str))
+
+
+def dry_run(playbook: str, inventory: str | Path, limit: str | None = None) -> str:
+    """The hosts and the ordered tasks ``playbook`` would run on ``inventory`` (Ansible's
+    ``--list-hosts --list-tasks``): nothing connects to a node. Tasks a variable switches
+    off are listed too, their ``when`` being decided on the node."""
+    project = playbooks_dir()
+    if not (project / playbook).is_file():
+        raise ClusterError(f"no playbook {playbook} in {project}")
+    argv = [_ansible_playbook(), "--list-hosts", "--list-tasks", "-i", str(inventory),
+            str(project / playbook)]  # fmt: skip
+    if limit:
+        argv += ["--limit", limit]
+    env = {**os.environ, "ANSIBLE_CONFIG": str(project / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=project)
+    if done.returncode != 0:
+        tail = (done.stderr.strip() or done.stdout.strip()).splitlines()[-3:]
+        raise ClusterError(f"ansible-playbook --list-tasks {playbook}: {' '.join(tail)}")
+    return done.stdout
