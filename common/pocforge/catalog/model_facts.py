@@ -128,6 +128,11 @@ class ModelFacts(BaseModel):
     rope_scaling_factor: float | None = Field(
         None, gt=0, description="RoPE scaling factor (`rope_scaling.factor`, Llama 3.1: 8)."
     )
+    norm_eps: float | None = Field(
+        None,
+        gt=0,
+        description="Epsilon of the normalization layers (`rms_norm_eps`, Llama 3.1: 1e-5).",
+    )
     params: int | None = Field(
         None,
         ge=1,
@@ -178,6 +183,10 @@ def facts_from_config(config: dict) -> ModelFacts:
         values["tie_embeddings"] = config["tie_word_embeddings"]
     if isinstance(config.get("rope_theta"), int | float) and config["rope_theta"] > 0:
         values["rope_theta"] = float(config["rope_theta"])
+    for key in ("rms_norm_eps", "layer_norm_epsilon", "layer_norm_eps", "norm_epsilon"):
+        if isinstance(config.get(key), int | float) and config[key] > 0:
+            values["norm_eps"] = float(config[key])
+            break
     scaling = config.get("rope_scaling")
     if isinstance(scaling, dict) and (scaling.get("rope_type") or scaling.get("type")):
         values["rope_scaling"] = str(scaling.get("rope_type") or scaling.get("type"))

@@ -95,4 +95,12 @@ def _megatron_lm_unchecked(specs: list[PocSpec]) -> list[str]:
             f"Megatron-Core's model and layout checks ran: its other flags{named} are not "
             "checked until a node runs them"
         )
+        init = training.init
+        if init is not None and init.format == "hf" and spec.cluster.gpu != "cpu":
+            out.append(
+                f"{spec.name}: training.init converts with Megatron-Bridge at "
+                f"{init.bridge_path} in the training image (NVIDIA's NeMo containers have it; "
+                "other images need it mounted there, training.init.bridge_path): not checked "
+                "until a node runs it"
+            )
     return out

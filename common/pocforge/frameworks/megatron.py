@@ -22,6 +22,8 @@ import yaml
 from pocforge.catalog import ModelFacts, gpu
 from pocforge.frameworks.argcheck.run import run_argcheck
 from pocforge.frameworks.base import LaunchContext, NodeLaunch, node_hosts
+from pocforge.frameworks.megatron_init import TRACKER, conversion_argv, load_args, load_dir
+from pocforge.frameworks.megatron_init import tokenizer_model as init_tokenizer
 from pocforge.spec import PocSpec
 from pocforge.spec.planning import facts_of
 from pocforge.spec.training_schema import MegatronLayout
@@ -74,6 +76,7 @@ def rocm_training_env(gpu_name: str) -> dict[str, str]:
 
 
 MEGATRON_ROTARY_BASE = 10000.0
+MEGATRON_NORM_EPSILON = 1e-5  # megatron/training/arguments.py: --norm-epsilon
 
 
 def _rope_args(facts: ModelFacts) -> list[str]:
@@ -99,7 +102,7 @@ def _rope_args(facts: ModelFacts) -> list[str]:
     return args
 
 
-def _model_args(facts: ModelFacts, seq_len: int) -> list[str]:
+def model_args(facts: ModelFacts, seq_len: int) -> list[str]:
     """The architecture: a Llama-style decoder (RMSNorm, SwiGLU, RoPE, no biases, untied
     embeddings), MoE layers where the model has experts."""
     heads = facts.heads or 1
@@ -123,6 +126,8 @@ def _model_args(facts: ModelFacts, seq_len: int) -> list[str]:
         "--attention-dropout", "0.0",
         "--hidden-dropout", "0.0",
     ]  # fmt: skip
+    if facts.norm_eps is not None and facts.norm_eps != MEGATRON_NORM_EPSILON:
+        args += ["--norm-epsilon", f"{facts.norm_eps:g}"]
     if not facts.tie_embeddings:
         args.append("--untie-embeddings-and-output-weights")
     args += _rope_args(facts)
@@ -146,7 +151,7 @@ def megatron_args(spec: PocSpec) -> list[str]:
     layout, facts = layout_of(spec), facts_of(spec)
     on_cpu = spec.cluster.gpu == "cpu"
     global_batch = training.micro_batch * training.grad_accum * data_parallel(spec)
-    args = _model_args(facts, training.seq_len)
+    args = model_args(facts, training.seq_len)
     args += [
         "--tensor-model-parallel-size", str(layout.tp),
         "--pipeline-model-parallel-size", str(layout.pp),
@@ -185,7 +190,10 @@ def megatron_args(spec: PocSpec) -> list[str]:
         args.append("--fp16")
     if layout.fp8:
         args += ["--fp8-format", layout.fp8, "--fp8-amax-history-len", "1024", "--fp8-amax-compute-algo", "max"]  # fmt: skip
-    if layout.data.kind == "mock":
+    if layout.data.kind == "mock" and training.init is not None:
+        # The checkpoint's own tokenizer: its vocabulary is the embedding's
+        args += ["--mock-data", "--tokenizer-type", "HuggingFaceTokenizer", "--tokenizer-model", init_tokenizer(spec)]  # fmt: skip
+    elif layout.data.kind == "mock":
         args += ["--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", str(facts.vocab)]  # fmt: skip
     else:
         args += [
@@ -194,6 +202,7 @@ def megatron_args(spec: PocSpec) -> list[str]:
             "--tokenizer-model", str(layout.data.tokenizer),
             "--split", "100,0,0",
         ]  # fmt: skip
+    args += load_args(spec, facts.vocab, layout.tp)
     if training.profile is not None:
         world = training.world_size or spec.cluster.total_gpus
         args += profile_args(training.profile.steps, world, training.profile.tool)
@@ -332,7 +341,21 @@ class MegatronAdapter:
                 if key not in own:
                     env.setdefault(key, value)
         launches = []
+        convert = conversion_argv(spec, ctx.python)
         for rank, host in enumerate(hosts):
+            if convert is not None:  # every node converts once, before its ranks start
+                launches.append(
+                    NodeLaunch(
+                        "training",
+                        self.name,
+                        rank,
+                        host,
+                        "convert",
+                        convert,
+                        env,
+                        creates=f"{load_dir(spec)}/{TRACKER}",
+                    )  # fmt: skip
+                )
             master = "127.0.0.1" if cluster.nodes == 1 else hosts[0]
             argv = [
                 ctx.python,
@@ -352,6 +375,7 @@ class MegatronAdapter:
     def check(self, launches: list[NodeLaunch], ctx: LaunchContext) -> list[tuple[NodeLaunch, str]]:
         """Megatron-LM's own argument parser where the node's interpreter has it, else
         Megatron-Core's ``TransformerConfig`` built from the arguments."""
+        launches = [launch for launch in launches if launch.role != "convert"]
         items = [
             {"argv": _megatron_argv(launch), "world_size": _world_size(launch)}
             for launch in launches

@@ -52,6 +52,7 @@ else:  # a script on a node: the workload role copies profilers.py beside it (fo
     import profilers
 
 Role = Literal[
+    "convert",
     "server",
     "ray-head",
     "ray-worker",
@@ -64,6 +65,7 @@ Role = Literal[
 ]
 # Roles a node starts first: what others connect to before what connects to it.
 START_ORDER: tuple[Role, ...] = (
+    "convert",  # a step run to completion before a trainer: what it writes, the trainer reads
     "ray-head",
     "ray-worker",
     "headless",
@@ -95,6 +97,8 @@ class NodeLaunch:
     # Where it runs (pocforge.runtimes): kind, image, the framework's own argv and env.
     runtime: dict | None = None
     instance: int | None = None  # which server of its pool (disaggregated prefill / decode)
+    # A step's result (a path on the node): present, the step is done and is skipped
+    creates: str | None = None
 
     def command(self) -> str:
         """The argv as one shell-quoted line."""
@@ -118,6 +122,7 @@ class NodeLaunch:
             "health_url": self.health_url,
             **({"runtime": self.runtime} if self.runtime else {}),
             **({"instance": self.instance} if self.instance is not None else {}),
+            **({"creates": self.creates} if self.creates else {}),
         }
 
     @classmethod
@@ -309,7 +314,7 @@ class ManagedProcess:
         failure = f"{self.launch.framework} not healthy at {url}"
         return poll_until(self, answers, timeout_s, interval_s, failure, siblings)
 
-    def wait(self, timeout_s: float) -> int:
+    def wait(self, timeout_s: float | None) -> int:
         """Wait for a finite process (a trainer); kill it past the timeout."""
         assert self.proc is not None
         try:
@@ -757,11 +762,28 @@ def main(argv: list[str] | None = None) -> int:
         return serve_until_stopped(
             plan["poc"], launches, plan.get("node_rank"), plan["timeout_s"], say, log_dir, workdir
         )
-    if len(launches) != 1:
-        parser.error(f"run takes one launch; {args.plan} has {len(launches)}")
-    (launch,) = launches
-    log = log_dir / f"{plan['poc']}-{launch.framework}-rank{launch.node_rank}-{launch.role}.log"
-    return run_to_completion(launch, log, plan["timeout_s"], workdir)
+    return run_in_order(plan["poc"], launches, plan["timeout_s"], log_dir, workdir)
+
+
+def run_in_order(
+    poc: str, launches: list[NodeLaunch], timeout_s: float, log_dir: Path, workdir: Path
+) -> int:
+    """A node's finite launches one after the other (a conversion, then the trainer), each
+    to completion; the first that fails ends the run with its code. A step whose result
+    (``creates``) is there already is skipped: it ran before."""
+    deadline = time.monotonic() + timeout_s
+    for launch in launches:
+        if launch.creates and Path(launch.creates).exists():
+            print(
+                f"{launch.framework} {launch.role}: {launch.creates} is there; skipped", flush=True
+            )
+            continue
+        log = log_dir / f"{poc}-{launch.framework}-rank{launch.node_rank}-{launch.role}.log"
+        left = max(deadline - time.monotonic(), 1.0)
+        code = run_to_completion(launch, log, left, workdir)
+        if code:
+            return code
+    return 0
 
 
 if __name__ == "__main__":

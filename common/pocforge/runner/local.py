@@ -42,6 +42,7 @@ from pocforge.runtimes import resolve
 from pocforge.runtimes.plan import plan_deployment, runtime_context
 from pocforge.runtimes.provision import kit_wheels
 from pocforge.spec import PocSpec
+from pocforge.spec.training_schema import MegatronLayout
 from pocforge.training.run import run_training
 
 Say = Callable[[str], None]
@@ -223,7 +224,15 @@ def run_training_stage(
     spec: PocSpec, stage_dir: Path, say: Say, node_rank: int | None = None
 ) -> None:
     """The training benchmark here; ``node_rank``: this node's part of a multi-node run."""
-    say(f"training: DeepSpeed ZeRO-{spec.training.zero_stage}, {spec.training.steps} steps")
+    training = spec.training
+    if training.framework == "megatron":
+        layout = training.megatron or MegatronLayout()
+        how = f"Megatron tp{layout.tp} pp{layout.pp}" + (
+            ", from a checkpoint" if training.init else ""
+        )
+    else:
+        how = f"DeepSpeed ZeRO-{training.zero_stage}"
+    say(f"training: {how}, {training.steps} steps")
     ctx = LaunchContext.local(workspace_root(), port=free_port(), node_rank=node_rank)
     with training_telemetry(stage_dir, spec.cluster.gpus_per_node, say) as telemetry:
         summary = run_training(spec, stage_dir, ctx)

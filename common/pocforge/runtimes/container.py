@@ -149,6 +149,7 @@ def wrap(
         health_url=launch.health_url,
         check_args=launch.check_args,
         instance=launch.instance,
+        creates=launch.creates,
         runtime={
             "kind": "container",
             "engine": runtime.engine,

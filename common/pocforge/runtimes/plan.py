@@ -9,6 +9,7 @@ from pathlib import Path, PurePosixPath
 from pocforge.frameworks import ADAPTERS, LaunchContext, NodeLaunch, gpu_profiler
 from pocforge.frameworks.base import PROFILE_DIR, model_path, profiled
 from pocforge.frameworks.disagg import plan_disaggregated
+from pocforge.frameworks.megatron_init import conversion_argv, load_dir
 from pocforge.runtimes import container
 from pocforge.runtimes.resolve import (
     WHEELS,
@@ -112,11 +113,14 @@ def plan_deployment(
 
 
 def _written(spec: PocSpec, deployment: Deployment, ctx: LaunchContext) -> list[str]:
-    """The folders a deployment's servers write into beside the run's own: a profiled
-    serving stage's profiler folder (:data:`~pocforge.frameworks.base.PROFILE_DIR` on a
-    node), which a container must mount or its traces end with it."""
+    """The folders a deployment's launches write into beside the run's own, which a
+    container must mount or what they write ends with it: a profiled serving stage's
+    profiler folder (:data:`~pocforge.frameworks.base.PROFILE_DIR` on a node), a
+    converted checkpoint's."""
     if deployment == "serving" and profiled(spec):
         return [ctx.profile_dir or PROFILE_DIR]
+    if deployment == "training" and conversion_argv(spec, ctx.python) is not None:
+        return [str(load_dir(spec))]  # the conversion writes it, the trainer reads it
     return []
 
 

@@ -32,6 +32,7 @@ from pocforge.spec.training_rules import (
     megatron_layout_fits,
     training_fits_cluster,
     training_framework_fields,
+    training_init_fits,
 )
 
 
@@ -105,6 +106,7 @@ RULES: list[Rule] = [
     trtllm_deployment_fits,
     training_fits_cluster,
     training_framework_fields,
+    training_init_fits,
     megatron_layout_fits,
     competitors_are_comparable,
     gates_have_something_to_check,

@@ -51,6 +51,27 @@ def training_framework_fields(spec: PocSpec) -> Iterator[Finding]:
         )
 
 
+def training_init_fits(spec: PocSpec) -> Iterator[Finding]:
+    """``training.init`` starts Megatron from a checkpoint; a Megatron folder is named by
+    its absolute path on the nodes."""
+    training = spec.training
+    if training is None or training.init is None:
+        return
+    where = ("training", "init")
+    if training.framework != "megatron":
+        yield (
+            where,
+            f"training.init is implemented for framework: megatron; the kit's {training.framework} "
+            "driver trains fresh weights: remove init, or train with framework: megatron",
+        )
+    elif training.init.format == "megatron" and not training.init.checkpoint.startswith("/"):
+        yield (
+            (*where, "checkpoint"),
+            f"a Megatron checkpoint is a folder on every node: give its absolute path, not "
+            f"{training.init.checkpoint!r}",
+        )
+
+
 def megatron_layout_fits(spec: PocSpec) -> Iterator[Finding]:
     """Megatron's layout divides the world and the model the way Megatron requires:
     tp·pp·cp divides the world (dp is the rest), ep divides the experts and ep·expert_tp·pp

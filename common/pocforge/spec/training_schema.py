@@ -120,6 +120,34 @@ class MegatronLayout(Strict):
         return self.tp * self.pp * self.cp
 
 
+class TrainingInit(Strict):
+    """Train on from a checkpoint (continued pretraining, fine-tuning) instead of fresh
+    weights. A Hugging Face checkpoint is converted to the framework's format first, on
+    every node, once (the converted folder is kept and reused)."""
+
+    checkpoint: str = Field(
+        "model",
+        description="`model`: the POC's own weights (`model.weights` where staged, else `model.id`); else a Hugging Face folder or hub id, or (`format: megatron`) a Megatron checkpoint folder, on every node.",
+    )
+    format: Literal["hf", "megatron"] = Field(
+        "hf",
+        description="`hf`: a Hugging Face checkpoint, converted by Megatron-Bridge's `convert_checkpoints.py import` (on `cpu`, by the kit's importer) into a Megatron-Core distributed checkpoint; `megatron`: a Megatron checkpoint folder, loaded as it is.",
+    )
+    bridge_path: str = Field(
+        "/opt/Megatron-Bridge",
+        description="Megatron-Bridge's checkout in the training image (NVIDIA's NeMo containers keep it at `/opt/Megatron-Bridge`); GPU nodes run its `examples/conversion/convert_checkpoints.py`.",
+    )
+
+    @model_validator(mode="after")
+    def _megatron_needs_a_folder(self) -> TrainingInit:
+        if self.format == "megatron" and self.checkpoint == "model":
+            raise ValueError(
+                "`format: megatron` loads a Megatron checkpoint folder: set `checkpoint` to "
+                "its path on the nodes (the model's own weights are `format: hf`)"
+            )
+        return self
+
+
 class TrainingProfile(ProfilerChoice):
     steps: list[Annotated[int, Field(ge=0)]] = Field(
         min_length=1,
@@ -142,6 +170,10 @@ class TrainingSpec(Strict):
     megatron: MegatronLayout | None = Field(
         None,
         description="Megatron's layout and switches (`framework: megatron`); default: every GPU data parallel.",
+    )
+    init: TrainingInit | None = Field(
+        None,
+        description="Start from a checkpoint (`{}`: the POC's own model weights) instead of fresh weights; unset: fresh weights, the throughput benchmark.",
     )
     dtype: Literal["bfloat16", "float16", "float32"] = Field(
         "bfloat16", description="Training precision."

@@ -40,19 +40,19 @@ def parser() -> argparse.ArgumentParser:
         "num-query-groups", "kv-channels", "seq-length", "max-position-embeddings",
         "tensor-model-parallel-size", "pipeline-model-parallel-size", "micro-batch-size", "global-batch-size", "train-iters", "lr-warmup-iters", "seed",
         "vocab-size", "log-interval", "eval-iters", "eval-interval",
-        "profile-step-start", "profile-step-end", "rotary-base",
+        "profile-step-start", "profile-step-end", "rotary-base", "make-vocab-size-divisible-by",
     )  # fmt: skip
     for name in ints:
         p.add_argument(f"--{name}", type=int)
     floats = ("lr", "min-lr", "weight-decay", "clip-grad", "attention-dropout", "hidden-dropout",
-              "rope-scaling-factor")  # fmt: skip
+              "rope-scaling-factor", "norm-epsilon")  # fmt: skip
     for name in floats:
         p.add_argument(f"--{name}", type=float)
     choices = {
         "position-embedding-type": ["rope"],
         "normalization": ["RMSNorm", "LayerNorm"],
         "lr-decay-style": ["constant"],
-        "tokenizer-type": ["NullTokenizer"],
+        "tokenizer-type": ["NullTokenizer", "HuggingFaceTokenizer"],
         "transformer-impl": ["local"],
         "distributed-backend": ["gloo"],
     }
@@ -64,6 +64,7 @@ def parser() -> argparse.ArgumentParser:
         "mock-data", "log-throughput", "use-cpu-initialization",
         "no-gradient-accumulation-fusion", "no-masked-softmax-fusion", "no-bias-swiglu-fusion",
         "no-bias-dropout-fusion", "no-rope-fusion", "no-persist-layer-norm", "use-rope-scaling",
+        "finetune", "no-load-optim", "no-load-rng", "exit-on-missing-checkpoint",
     )  # fmt: skip
     for name in flags:
         p.add_argument(f"--{name}", action="store_true")
@@ -71,6 +72,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--use-pytorch-profiler", action="store_true")
     p.add_argument("--profile-ranks", type=int, nargs="+", default=[0])
     p.add_argument("--tensorboard-dir")
+    p.add_argument("--tokenizer-model", help="HuggingFaceTokenizer: its folder")
+    p.add_argument("--load", help="a Megatron-Core distributed checkpoint to start from")
     return p
 
 
@@ -84,6 +87,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
         )
     if not args.mock_data:
         p.error("the CPU driver trains on --mock-data only")
+    if (args.tokenizer_type == "HuggingFaceTokenizer") != bool(args.tokenizer_model):
+        p.error("--tokenizer-type HuggingFaceTokenizer goes with --tokenizer-model (its folder)")
+    if args.load and not (args.finetune or (args.no_load_optim and args.no_load_rng)):
+        p.error("the CPU driver loads a checkpoint's model only: add --finetune")
     if args.profile:
         if not args.use_pytorch_profiler:
             p.error("--profile on a CPU needs --use-pytorch-profiler (nsys profiles GPUs)")
@@ -112,6 +119,7 @@ def transformer_config(args: argparse.Namespace):
         gated_linear_unit=args.swiglu,
         activation_func=F.silu if args.swiglu else F.gelu,
         normalization=args.normalization or "LayerNorm",
+        layernorm_epsilon=args.norm_epsilon or 1e-5,
         add_bias_linear=not args.disable_bias_linear,
         attention_dropout=args.attention_dropout or 0.0,
         hidden_dropout=args.hidden_dropout or 0.0,
@@ -147,6 +155,49 @@ def build_model(args: argparse.Namespace, config):
         rope_scaling=args.use_rope_scaling,
         rope_scaling_factor=args.rope_scaling_factor or 8.0,
     )
+
+
+def mock_batches(seed: int, tokens: int, seq: int, micro: int, dp_rank: int):
+    """The mock data: micro-batches drawn from :data:`POOL` fixed random sequences of
+    token ids below ``tokens`` (so a working optimizer lowers the loss), in an order of the
+    data-parallel rank's own."""
+    import torch
+
+    pool = torch.randint(0, tokens, (POOL, seq), generator=torch.Generator().manual_seed(seed))
+    order = torch.Generator().manual_seed(seed + 1 + dp_rank)
+    while True:
+        yield pool[torch.randint(0, POOL, (micro,), generator=order)]
+
+
+def vocabulary(args: argparse.Namespace) -> tuple[int, int]:
+    """(tokens the data draws from, the embedding's rows): ``--vocab-size`` for the
+    ``NullTokenizer``; a Hugging Face tokenizer's length padded as Megatron-LM pads it
+    (``_vocab_size_with_padding``: up to a multiple of the divisor × TP)."""
+    if args.tokenizer_type != "HuggingFaceTokenizer":
+        return args.vocab_size, args.vocab_size
+    from transformers import AutoTokenizer
+
+    tokens = len(AutoTokenizer.from_pretrained(args.tokenizer_model))
+    multiple = (args.make_vocab_size_divisible_by or 128) * (args.tensor_model_parallel_size or 1)
+    return tokens, math.ceil(tokens / multiple) * multiple
+
+
+def load_checkpoint(model, folder: str) -> int:
+    """The model's weights from a Megatron-Core distributed checkpoint (Megatron-LM's
+    ``--load`` with ``--finetune``: model only), resharded to this rank's TP/PP slice by
+    Megatron-Core; returns the checkpoint's iteration. A missing folder is an error
+    (``--exit-on-missing-checkpoint``)."""
+    from megatron.core import dist_checkpointing
+
+    tracker = Path(folder) / "latest_checkpointed_iteration.txt"
+    if not tracker.is_file():
+        raise SystemExit(f"--load {folder}: no {tracker.name} (not a Megatron checkpoint)")
+    mark = tracker.read_text().strip()
+    iteration = 0 if mark == "release" else int(mark)
+    step = "release" if mark == "release" else f"iter_{iteration:07d}"
+    state = dist_checkpointing.load({"model": model.sharded_state_dict()}, str(Path(folder) / step))
+    model.load_state_dict(state["model"], strict=True)
+    return iteration
 
 
 def global_name(model, name: str) -> str:
@@ -329,9 +380,13 @@ def main(argv: list[str] | None = None) -> int:
             pipeline_model_parallel_size=args.pipeline_model_parallel_size or 1,
         )
         megatron_cpu.seed(args.seed or 0)
+        tokens, args.vocab_size = vocabulary(args)
         config = transformer_config(args)
         model = build_model(args, config)
-        init_layout_independent(model, args)
+        if args.load:
+            load_checkpoint(model, args.load)
+        else:
+            init_layout_independent(model, args)
         optimizer = torch.optim.Adam(
             model.parameters(), lr=args.lr, weight_decay=args.weight_decay or 0.0
         )
@@ -343,21 +398,10 @@ def main(argv: list[str] | None = None) -> int:
                 f"global batch {args.global_batch_size} is not a multiple of micro batch × dp = {micro * dp}"
             )
         microbatches = args.global_batch_size // (micro * dp)
-        gen = torch.Generator().manual_seed(args.seed or 0)
-        pool = torch.randint(0, args.vocab_size, (POOL, seq), generator=gen)
-        # Every TP and PP rank of one data-parallel replica must read the same batches.
-        order = torch.Generator().manual_seed(
-            (args.seed or 0) + 1 + parallel_state.get_data_parallel_rank()
-        )
         positions = torch.arange(seq).unsqueeze(0).expand(micro, seq)
         # Megatron's convention: True is masked. Passed explicitly: its default causal mask
         # is built on "cuda".
         causal = torch.triu(torch.ones(seq, seq), diagonal=1).bool().view(1, 1, seq, seq)
-
-        def batches():
-            while True:
-                tokens = pool[torch.randint(0, POOL, (micro,), generator=order)]
-                yield tokens
 
         def forward_step(data_iterator, step_model):
             tokens = next(data_iterator)
@@ -374,7 +418,10 @@ def main(argv: list[str] | None = None) -> int:
         fpt = flops_per_token(active, args.hidden_size, args.vocab_size, args.num_layers, seq)
         tokens_per_iteration = args.global_batch_size * seq
         forward_backward = get_forward_backward_func()
-        data = batches()
+        # Every TP and PP rank of one data-parallel replica reads the same batches.
+        data = mock_batches(
+            args.seed or 0, tokens, seq, micro, parallel_state.get_data_parallel_rank()
+        )
         last_rank = rank == world - 1
         profiler = start_profiler(args, rank, torch)
         try:

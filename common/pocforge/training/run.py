@@ -9,7 +9,13 @@ from pocforge import atomic
 from pocforge.frameworks import ADAPTERS, LaunchContext, gpu_profiler
 from pocforge.frameworks.base import prepare_model
 from pocforge.frameworks.deepspeed import EXTENSIONS_DIR
-from pocforge.frameworks.process import LaunchError, ManagedProcess, nsys_reports_summed
+from pocforge.frameworks.process import (
+    LaunchError,
+    ManagedProcess,
+    NodeLaunch,
+    in_start_order,
+    nsys_reports_summed,
+)
 from pocforge.frameworks.startup import training_timeout_s
 from pocforge.spec import PocSpec
 from pocforge.training.launcher_report import parse_launcher_report
@@ -46,11 +52,14 @@ def run_training(
     launches = ADAPTERS[framework].plan(spec, ctx, out_dir=out_dir)
     launches = gpu_profiler.under_profiler(spec, "training", launches, out_dir=out_dir)
     rank = ctx.node_rank if ctx.node_rank is not None else 0
-    if len(launches) > 1 and ctx.node_rank is None:
+    nodes = len({one.node_rank for one in launches})
+    if nodes > 1 and ctx.node_rank is None:
         raise ValueError(
-            f"{spec.name} trains on {len(launches)} nodes: run each node's part with --node-rank N"
+            f"{spec.name} trains on {nodes} nodes: run each node's part with --node-rank N"
         )
-    (launch,) = [one for one in launches if one.node_rank == rank]
+    *steps, launch = in_start_order([one for one in launches if one.node_rank == rank])
+    for step in steps:  # a checkpoint's conversion: before the ranks, once
+        run_step(step, out_dir)
     log = out_dir / "train.log"
     process = ManagedProcess(launch, log, workdir=out_dir)
     process.start()
@@ -76,6 +85,27 @@ def run_training(
         else None
     )
     return judged(summary, code, log, out_dir, spec.training.steps, process.log_tail)
+
+
+def run_step(step: NodeLaunch, out_dir: Path) -> None:
+    """A step before training (``step.role``: ``convert``) to completion, its log beside
+    the training's; skipped when what it creates is there. Raises ``LaunchError`` with
+    its log's tail when it fails; a Ctrl-C stops it and goes on up."""
+    if step.creates and Path(step.creates).exists():
+        print(f"{step.role}: {step.creates} is there; reused", flush=True)
+        return
+    process = ManagedProcess(step, out_dir / f"{step.role}.log", workdir=out_dir)
+    process.start()
+    try:
+        code = process.wait(None)
+    finally:
+        process.stop()
+    if code:
+        raise LaunchError(
+            f"training's {step.role} step exited with code {code} (log: {out_dir / f'{step.role}.log'})",
+            code,
+            process.log_tail(),
+        )
 
 
 def judged(
