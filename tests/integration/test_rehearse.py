@@ -169,6 +169,9 @@ CANARIES = {
 
 def _with_canary_secrets(data: dict) -> None:
     data["model"]["hf_token"] = "${POCFORGE_CANARY_HF_TOKEN}"
+    for section in ("serving", "training"):  # a secret each launch takes by reference
+        env = data[section].setdefault("runtime", {}).setdefault("env", {})
+        env["POCFORGE_CANARY_API_KEY"] = "${POCFORGE_CANARY_API_KEY}"
 
 
 def test_no_secret_reaches_any_file_of_the_run_nor_a_line_said(rehearsal):
@@ -187,6 +190,18 @@ def test_no_secret_reaches_any_file_of_the_run_nor_a_line_said(rehearsal):
     said = "\n".join(rehearsal["lines"])
     found += [f"said: {name}" for name, value in CANARIES.items() if value in said]
     assert not found, found
+
+
+def test_a_secret_by_reference_reached_each_node_in_a_file_only_its_user_reads(rehearsal):
+    """serving and training take POCFORGE_CANARY_API_KEY by reference: bring-up wrote it
+    into each node's secrets file (0600, in a 0700 folder), whence every launch took it
+    (a launch that lacks it does not start: the run completed)."""
+    for host in rehearsal["made"].hosts:
+        file = host.opt / "pocforge" / "secrets" / f"{POC}.env"
+        assert file.stat().st_mode & 0o777 == 0o600, host.name
+        assert file.parent.stat().st_mode & 0o777 == 0o700, host.name
+        value = CANARIES["POCFORGE_CANARY_API_KEY"]
+        assert f"POCFORGE_CANARY_API_KEY={value}" in file.read_text().splitlines()
 
 
 def test_the_whole_poc_runs_on_both_nodes(rehearsal):

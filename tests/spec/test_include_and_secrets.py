@@ -111,3 +111,17 @@ def test_ssh_password_is_secret_capable(load, good, monkeypatch):
     monkeypatch.setenv("POCFORGE_TEST_PW", "pw-canary")
     good["cluster"]["ssh"] = {"password": "${POCFORGE_TEST_PW}"}
     assert load(good).cluster.ssh.password.get_secret_value() == "pw-canary"
+
+
+def test_runtime_env_takes_a_secret_as_a_reference_kept_as_written(load, good, monkeypatch):
+    monkeypatch.setenv("POCFORGE_TEST_KEY", "key-canary-51")
+    good["serving"].setdefault("runtime", {})["env"] = {"WANDB_API_KEY": "${POCFORGE_TEST_KEY}"}
+    spec = load(good)
+    assert spec.serving.runtime.env == {"WANDB_API_KEY": "${POCFORGE_TEST_KEY}"}
+    assert "key-canary-51" not in json.dumps(public_dump(spec))
+
+
+def test_a_reference_in_runtime_env_is_the_whole_value(load, good):
+    good["serving"].setdefault("runtime", {})["env"] = {"TOKEN": "Bearer ${POCFORGE_TEST_KEY}"}
+    with pytest.raises(SpecError, match=r"serving.runtime.env.TOKEN: a secret here is a reference"):
+        load(good)

@@ -88,6 +88,11 @@ def launch_cmd(
             )
             for key, value in sorted(launch.env.items()):
                 click.echo(f"export {key}={shlex.quote(value)}")
+            if launch.secrets:
+                click.echo(
+                    f"# by reference: {', '.join(launch.secrets)} (the node's environment, "
+                    f"else {launch.secrets_file})"
+                )
             click.echo(launch.command())
             for name, content in launch.files.items():
                 click.echo(f"--- {name}\n{content.rstrip()}")

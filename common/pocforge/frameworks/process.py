@@ -99,6 +99,10 @@ class NodeLaunch:
     instance: int | None = None  # which server of its pool (disaggregated prefill / decode)
     # A step's result (a path on the node): present, the step is done and is skipped
     creates: str | None = None
+    # Variables passed by reference (pocforge.runtimes.secrets): taken on the node from its
+    # environment, else from ``secrets_file``; never a value in the plan
+    secrets: list[str] = field(default_factory=list)
+    secrets_file: str | None = None
 
     def command(self) -> str:
         """The argv as one shell-quoted line."""
@@ -123,6 +127,9 @@ class NodeLaunch:
             **({"runtime": self.runtime} if self.runtime else {}),
             **({"instance": self.instance} if self.instance is not None else {}),
             **({"creates": self.creates} if self.creates else {}),
+            **(
+                {"secrets": self.secrets, "secrets_file": self.secrets_file} if self.secrets else {}
+            ),
         }
 
     @classmethod
@@ -236,6 +243,7 @@ class ManagedProcess:
         for folder in (here.runtime or {}).get("written", []):  # a container mounts it
             Path(folder).mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.launch.env}  # logs stream as written
+        env.update(node_secrets(self.launch))
         log = self.log_file.open("ab", buffering=0)
         log.write(f"$ {self.launch.command_line()}\n".encode())
         argv = here.argv
@@ -511,6 +519,25 @@ class StartFailed(RuntimeError):
     """A launch's program could not be started at all (not installed, not executable)."""
 
 
+def node_secrets(launch: NodeLaunch) -> dict[str, str]:
+    """The launch's secrets on this node: each from the node's environment, else from the
+    POC's secrets file (``NAME=value`` lines, written by bring-up with mode 0600)."""
+    found = {name: os.environ[name] for name in launch.secrets if name in os.environ}
+    missing = [name for name in launch.secrets if name not in found]
+    if missing and launch.secrets_file and os.path.isfile(launch.secrets_file):
+        with open(launch.secrets_file) as file:
+            lines = dict(line.rstrip("\n").split("=", 1) for line in file if "=" in line)
+        found |= {name: lines[name] for name in missing if name in lines}
+    missing = [name for name in launch.secrets if name not in found]
+    if missing:
+        raise StartFailed(
+            f"{launch.framework} {launch.role} takes {', '.join(missing)} by reference, and this "
+            f"node has it neither in its environment nor in {launch.secrets_file}: export it on "
+            "the controller (model.hf_token, or the runtime.env reference) and run bring-up again"
+        )
+    return found
+
+
 Say = Callable[[str], None]
 
 
@@ -706,6 +733,9 @@ def run_to_completion(launch: NodeLaunch, log: Path, timeout_s: float, workdir: 
             process.start()
         except OSError as exc:
             print(f"cannot start {launch.argv[0]}: {exc.strerror or exc}", file=sys.stderr)
+            return 127
+        except StartFailed as exc:
+            print(f"cannot start: {exc}", file=sys.stderr, flush=True)
             return 127
         print(
             f"started {launch.framework} {launch.role} (pid {process.pid}); log: {log}", flush=True

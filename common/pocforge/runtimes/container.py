@@ -124,6 +124,8 @@ def wrap(
     env = {**runtime.env, **launch.env}
     for key in sorted(env):
         argv += ["--env", f"{key}={env[key]}"]
+    for secret in launch.secrets:  # no value: the engine copies it from its own environment
+        argv += ["--env", secret]
     argv.append(runtime.image)
     # The training driver is the kit's (pocforge.training.driver); the kernels are the
     # kernels distribution's. Both from the mounted wheels, without an index.
@@ -150,6 +152,8 @@ def wrap(
         check_args=launch.check_args,
         instance=launch.instance,
         creates=launch.creates,
+        secrets=launch.secrets,
+        secrets_file=launch.secrets_file,
         runtime={
             "kind": "container",
             "engine": runtime.engine,

@@ -18,6 +18,7 @@ from pocforge.runtimes.resolve import (
     node_poc_dir,
     resolve,
 )
+from pocforge.runtimes.secrets import launch_secrets, secrets_file
 from pocforge.spec import PocSpec
 
 # A hub model is cached on the node's local disk, beside the kit's other node folders,
@@ -89,12 +90,15 @@ def plan_deployment(
         launches = plan_disaggregated(spec, ctx, adapter)
     else:
         launches = adapter.plan(spec, ctx)
+    secrets = launch_secrets(spec, section.runtime.env)
     for one in launches:
         # The POC's runtime.env reaches every runtime, with bring-up's facts or without (a
         # stage run alone); the platform's variables carry it too, the caller's over them.
         extra = {**runtime.env, **(node_env or {}).get(one.node_rank, {})}
         if extra:
             one.env = {**extra, **one.env}
+        if secrets and one.role != "router":  # by reference: the node's, never a value here
+            one.secrets, one.secrets_file = list(secrets), secrets_file(spec)
     return gpu_profiler.under_profiler(
         spec,
         deployment,

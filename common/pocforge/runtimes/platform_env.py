@@ -86,8 +86,11 @@ def _deployment(spec: PocSpec, deployment: str | None) -> str | None:
 
 
 def _poc_env(spec: PocSpec, deployment: str | None) -> dict[str, str]:
+    from pocforge.runtimes.secrets import split_env
+
     section = getattr(spec, deployment) if deployment else None
-    return dict(section.runtime.env) if section is not None else {}
+    # a secret passed by reference is no variable's value here (pocforge.runtimes.secrets)
+    return split_env(section.runtime.env)[0] if section is not None else {}
 
 
 def _fabric(scale_out: str) -> str | None:

@@ -38,6 +38,7 @@ from pocforge.runtimes.resolve import (
     node_poc_dir,
     resolve,
 )
+from pocforge.runtimes.secrets import secret_values, secrets_file
 from pocforge.spec import PocSpec
 
 # Accelerator vendor -> the kit's requirement file for a framework venv on that GPU.
@@ -169,6 +170,10 @@ def bringup_vars(spec: PocSpec) -> dict:
     if spec.source_dir is not None:  # the POC's folder, where its launches find it
         out["poc_folder_src"] = str(spec.source_dir.resolve())
         out["poc_folder_dest"] = node_poc_dir(spec)
+    secrets = secret_values(spec)
+    if secrets:  # what its launches take by reference, in a 0600 file (no_log)
+        out["poc_folder_secrets"] = secrets
+        out["poc_folder_secrets_file"] = secrets_file(spec)
     checks = profiler_checks(spec)
     if checks:
         out["profiler_tools_checks"] = checks

@@ -10,6 +10,7 @@ from typing import Literal
 import yaml
 
 from pocforge.catalog import gpu
+from pocforge.runtimes.secrets import split_env
 from pocforge.spec import PocSpec
 from pocforge.spec.serving_schema import Runtime
 
@@ -118,5 +119,5 @@ def resolve(spec: PocSpec, deployment: Deployment) -> ResolvedRuntime:
         engine=runtime.engine,
         mounts=tuple(runtime.mounts),
         python=python,
-        env=dict(runtime.env),
+        env=split_env(runtime.env)[0],  # secrets go by reference (NodeLaunch.secrets)
     )

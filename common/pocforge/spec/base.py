@@ -9,6 +9,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 NAME_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 SECRET = {"secret": True}  # json_schema_extra marking a field that may hold ${ENV} secrets
+# json_schema_extra marking a mapping whose values may be a whole ``${ENV}`` reference, kept
+# as written: a secret the nodes take by reference (pocforge.runtimes.secrets)
+REFERENCES = {"references": True}
 
 
 class Strict(BaseModel):

@@ -50,7 +50,7 @@ def load_poc(target: str | Path) -> PocSpec:
 def load_spec(file: Path) -> PocSpec:
     file = Path(file)
     source = load_source(file)
-    problems, unset = interpolate_env(source, secret_paths())
+    problems, unset = interpolate_env(source, secret_paths(), secret_paths("references"))
     try:
         spec = PocSpec.model_validate(source.data)
     except ValidationError as exc:
@@ -201,14 +201,20 @@ def _allowed(options: list[str]) -> str:
 # --------------------------------------------------------------------------- secrets
 
 
-def secret_paths() -> set[FieldPath]:
-    """Field paths (``*`` for list items) whose model field is a secret."""
+def secret_paths(marker: str = "secret") -> set[FieldPath]:
+    """Field paths (``*`` for list items) whose model field is a secret; with
+    ``marker="references"``, the mappings whose values may be secret references (their
+    paths end in ``*``, any key)."""
     found: set[FieldPath] = set()
 
     def walk(model: type[BaseModel], prefix: FieldPath, seen: frozenset) -> None:
         for name, field in model.model_fields.items():
             extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-            if extra.get("secret") or _mentions(field.annotation, SecretStr):
+            if marker == "references" and extra.get("references"):
+                found.add((*prefix, name, "*"))
+            elif marker == "secret" and (
+                extra.get("secret") or _mentions(field.annotation, SecretStr)
+            ):
                 found.add((*prefix, name))
             for inner, is_list in _models_in(field.annotation):
                 if inner not in seen:

@@ -13,7 +13,7 @@ from pydantic import (
     model_validator,
 )
 
-from pocforge.spec.base import ProfilerChoice, Strict
+from pocforge.spec.base import REFERENCES, ProfilerChoice, Strict
 from pocforge.spec.disagg import SGLANG_A2A, VLLM_A2A, DeepepMode, Disaggregation, KvOffload
 from pocforge.spec.gates import AccuracyTask, ParityGate, SanityGate
 from pocforge.spec.kernels_schema import KernelOp
@@ -273,7 +273,8 @@ class Runtime(Strict):
     )
     env: dict[str, str] = Field(
         default_factory=dict,
-        description="Environment for the framework on every node, e.g. `NCCL_DEBUG: INFO`; it wins over the variables the kit derives from bring-up's facts (device visibility, `NCCL_IB_HCA`, `NCCL_IB_GID_INDEX`, `NCCL_SOCKET_IFNAME`: `pocforge.runtimes.platform_env`). vLLM's AITER switch is typed: `serving.platform.aiter`.",
+        description="Environment for the framework on every node, e.g. `NCCL_DEBUG: INFO`; it wins over the variables the kit derives from bring-up's facts (device visibility, `NCCL_IB_HCA`, `NCCL_IB_GID_INDEX`, `NCCL_SOCKET_IFNAME`: `pocforge.runtimes.platform_env`). vLLM's AITER switch is typed: `serving.platform.aiter`. A secret is a reference, `HF_TOKEN: ${HF_TOKEN}`: bring-up puts this machine's value in a 0600 file on each node and the launches take it from there (`--env HF_TOKEN`), never written out.",
+        json_schema_extra=REFERENCES,
     )
 
 

@@ -29,6 +29,7 @@ Origin = tuple[Path, int]
 
 _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_REFERENCE = re.compile(rf"^{_ENV.pattern}$")  # a whole value that is one reference
 
 
 @dataclass
@@ -246,8 +247,12 @@ def _drop_origins(origins: dict[FieldPath, Origin], prefix: FieldPath) -> None:
         del origins[path]
 
 
-def interpolate_env(source: Source, allowed: set[FieldPath]) -> tuple[list[Problem], list[Problem]]:
-    """Replace ``${VAR}`` in secret-capable fields; anywhere else it is an error.
+def interpolate_env(
+    source: Source, allowed: set[FieldPath], references: set[FieldPath] = frozenset()
+) -> tuple[list[Problem], list[Problem]]:
+    """Replace ``${VAR}`` in secret-capable fields; keep it as written where a value may
+    be a reference (``references``: a mapping's path ending in ``*``), if it is the whole
+    value; anywhere else it is an error.
 
     ``allowed`` holds field paths with ``"*"`` standing for any list index.  Returns the
     problems and, separately, the secrets whose variable is not set: those stay as written
@@ -265,6 +270,17 @@ def interpolate_env(source: Source, allowed: set[FieldPath]) -> tuple[list[Probl
             return value
         file, line = source.origin(path) or (None, None)
         pattern = tuple("*" if isinstance(p, int) else p for p in path)
+        if (*pattern[:-1], "*") in references:
+            if not _REFERENCE.match(value):
+                problems.append(
+                    Problem(
+                        file,
+                        line,
+                        dotted(path),
+                        "a secret here is a reference and nothing else: write `${NAME}` alone",
+                    )
+                )
+            return value  # the nodes take it by reference (pocforge.runtimes.secrets)
         if pattern not in allowed:
             problems.append(
                 Problem(
