@@ -221,6 +221,11 @@ def test_ids_and_aliases_name_one_entry_each():
         ("deepseek-ai/DeepSeek-R1-0528", "deepseek-r1"),
         ("openai/gpt-oss-120b", "gpt-oss-120b"),
         ("Kimi-K2", "kimi-k2"),
+        # checkpoint variants: quantized, republished by another owner (issue 42)
+        ("Qwen/Qwen3-30B-A3B-FP8", "qwen3-30b-a3b"),
+        ("RedHatAI/Llama-3.1-70B-Instruct-FP8-dynamic", "llama-3.1-70b"),
+        ("neuralmagic/Meta-Llama-3.1-70B-Instruct-FP8", "llama-3.1-70b"),
+        ("hugging-quants/Meta-Llama-3.1-70B-Instruct-AWQ-INT4", "llama-3.1-70b"),
     ],
 )
 def test_lookup_by_catalog_name_or_hugging_face_id(query, name):
@@ -348,3 +353,18 @@ def test_rope_facts_from_a_llama_3_config():
     f = facts_from_config(LLAMA_3_3_70B)
     assert (f.rope_theta, f.rope_scaling, f.rope_scaling_factor) == (500000.0, "llama3", 8.0)
     assert facts_from_config(LLAMA_3_1_70B).rope_theta is None  # the excerpt omits it
+
+
+def test_a_quantized_moe_checkpoint_is_known_as_moe_to_the_rules():
+    """SGLang DP attention on Qwen3-30B-A3B-FP8: the rule that refuses DP attention for
+    dense models must see the FP8 checkpoint as the MoE model it is."""
+    from pocforge.spec.rules import check_rules
+
+    spec = load_poc("deepseek-v3-fp8-mi355x-sglang")
+    spec = spec.model_copy(
+        update={
+            "model": spec.model.model_copy(update={"id": "Qwen/Qwen3-30B-A3B-FP8", "facts": None})
+        }
+    )
+    assert facts_of(spec).experts == 128
+    assert not [text for _, text in check_rules(spec) if "only helps MoE" in text]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -251,17 +252,31 @@ def _index() -> dict[str, str]:
     for name, entry in _catalog().items():
         for key in (name, entry.hf_id, *entry.aliases):
             index[key.lower()] = name
+    for name, entry in _catalog().items():  # a repository's name alone, where not taken
+        for key in (entry.hf_id, *entry.aliases):
+            index.setdefault(key.rsplit("/", 1)[-1].lower(), name)
     return index
 
 
+# A checkpoint variant's suffixes: its quantization (`Qwen/Qwen3-30B-A3B-FP8`,
+# `…-Instruct-AWQ-INT4`) and its tuning; the architecture is the base model's.
+_QUANTIZED = re.compile(
+    r"(-(fp8(-dynamic|-block)?|awq(-int4)?|gptq(-int[48])?|int[48]|w8a8|w4a16|nvfp4|mxfp4|fp4|bnb-4bit))+$"
+)
+
+
 def _catalog_name(source: str) -> str | None:
-    """The catalog name ``source`` refers to (case-insensitive; an ``-Instruct`` repository
-    resolves to its base model's entry), or None."""
+    """The catalog name ``source`` refers to (case-insensitive), or None. A checkpoint
+    variant resolves to its base model's entry: quantized (``-FP8``, ``-AWQ``…), tuned
+    (``-Instruct``), or republished under another owner (``neuralmagic/…``)."""
     key = source.strip().lower()
-    found = _index().get(key)
-    if found is None and key.endswith("-instruct"):
-        found = _index().get(key.removesuffix("-instruct"))
-    return found
+    base = _QUANTIZED.sub("", key)
+    index = _index()
+    for candidate in (key, base, base.removesuffix("-instruct")):
+        for name in (candidate, candidate.rsplit("/", 1)[-1]):
+            if name in index:
+                return index[name]
+    return None
 
 
 def catalog_names() -> list[str]:
