@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from pocforge.catalog.model_facts import facts_from_config
@@ -17,7 +18,7 @@ from pocforge.frameworks.megatron import megatron_args, model_args
 from pocforge.frameworks.megatron_init import vocab_divisor
 from pocforge.frameworks.process import NodeLaunch, run_in_order
 from pocforge.runtimes.plan import plan_deployment
-from pocforge.spec import load_spec
+from pocforge.spec import SpecError, load_spec
 from pocforge.spec.rules import check_rules
 from pocforge.spec.training_schema import TrainingInit
 
@@ -161,3 +162,33 @@ def test_a_failed_step_ends_the_run_before_the_trainer(tmp_path):
     train = step(tmp_path, "trainer", f"open({str(mark)!r}, 'a').write('y')")
     assert run_in_order("poc", [convert, train], 60, tmp_path / "logs", tmp_path) == 3
     assert not mark.exists()
+
+
+def with_training(tmp_path, **training):
+    """The 8B Megatron POC (1×8 MI300X, tp 1, micro-batch 2) with ``training`` changed."""
+    source = REPO / "pocs" / "llama-3.1-8b-bf16-mi300x-megatron" / "poc.yaml"
+    data = yaml.safe_load(source.read_text())
+    data["poc"]["name"] = "variant"
+    data["training"].pop("grad_accum", None)
+    data["training"].update(training)
+    (tmp_path / "variant").mkdir()
+    (tmp_path / "variant" / "poc.yaml").write_text(yaml.safe_dump(data))
+    return load_spec(tmp_path / "variant" / "poc.yaml")
+
+
+def test_a_global_batch_sets_the_accumulation(tmp_path):
+    spec = with_training(tmp_path, global_batch=256)  # 256 / (2 · dp 8)
+    assert spec.training.grad_accum == 16
+    assert value(megatron_args(spec), "--global-batch-size") == "256"
+
+
+@pytest.mark.parametrize(
+    ("training", "message"),
+    [
+        ({"global_batch": 100}, r"global_batch 100 is not a multiple of micro_batch · dp = 2 · 8 = 16: set it to 96 or 112"),
+        ({"global_batch": 256, "grad_accum": 4}, r"grad_accum 4 and global_batch 256 disagree"),
+    ],
+)  # fmt: skip
+def test_a_global_batch_the_layout_cannot_make_is_refused(tmp_path, training, message):
+    with pytest.raises(SpecError, match=message):
+        with_training(tmp_path, **training)

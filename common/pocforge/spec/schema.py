@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import (
     Field,
     PrivateAttr,
+    model_validator,
 )
 
 from pocforge.spec.acceptance_schema import AcceptanceSpec
@@ -76,6 +77,31 @@ class PocSpec(Strict):
             from pocforge.spec.errors import SpecError
 
             raise SpecError(list(self._unset_secrets))
+
+    @model_validator(mode="after")
+    def _global_batch_sets_accumulation(self) -> PocSpec:
+        """``training.global_batch`` becomes the gradient accumulation it needs."""
+        training = self.training
+        if training is None or training.global_batch is None:
+            return self
+        dp = training.data_parallel(self.cluster.total_gpus)
+        per_step = training.micro_batch * dp
+        if dp < 1 or training.global_batch % per_step:
+            fits = max(per_step, training.global_batch // per_step * per_step)
+            raise ValueError(
+                f"training.global_batch {training.global_batch} is not a multiple of "
+                f"micro_batch · dp = {training.micro_batch} · {dp} = {per_step}: set it to "
+                f"{fits} or {fits + per_step}"
+            )
+        accum = training.global_batch // per_step
+        if "grad_accum" in training.model_fields_set and training.grad_accum != accum:
+            raise ValueError(
+                f"training.grad_accum {training.grad_accum} and global_batch "
+                f"{training.global_batch} disagree (micro_batch · dp · grad_accum = "
+                f"{per_step * training.grad_accum}): set one of them"
+            )
+        training.grad_accum = accum
+        return self
 
     @property
     def source_file(self) -> Path | None:

@@ -183,6 +183,18 @@ class TrainingSpec(Strict):
     )
     micro_batch: int = Field(1, ge=1, description="Sequences per GPU per micro-step.")
     grad_accum: int = Field(1, ge=1, description="Gradient accumulation steps.")
+    global_batch: int | None = Field(
+        None,
+        ge=1,
+        description="Sequences per optimizer step over every data-parallel rank (Megatron's `--global-batch-size`); sets `grad_accum` to global_batch / (micro_batch · dp), which must divide it.",
+    )
+
+    def data_parallel(self, gpus: int) -> int:
+        """Data-parallel ranks of this training on a cluster of ``gpus``: what the world
+        leaves after Megatron's tp·pp·cp (DeepSpeed: every rank)."""
+        world = self.world_size or gpus
+        return world // self.megatron.model_parallel if self.megatron else world
+
     seq_len: int = Field(ge=1, description="Tokens per sequence.")
     steps: int = Field(ge=1, description="Optimizer steps to run.")
     warmup_steps: int = Field(1, ge=0, description="Steps excluded from throughput.")
