@@ -97,7 +97,8 @@ def test_the_options_file_holds_the_derived_keys_with_the_pocs_merged_over_them(
 
 def test_attention_dp_and_expert_parallel_come_from_the_parallel_layout(tmp_path):
     spec = data()
-    spec["model"]["facts"] = MOE
+    spec["model"]["facts"] = MOE  # an MoE model the catalog does not know: these facts alone
+    spec["model"]["id"] = "acme/moe-under-test-FP8"
     spec["model"]["max_model_len"] = 8192
     spec["serving"]["parallelism"] = {"tp": 8, "dp": 8, "ep": 8, "dp_attention": True}
     launch = launch_of(tmp_path, spec)
@@ -178,7 +179,8 @@ def _nodes(spec, n):
 
 
 def _moe(spec, **par):
-    spec["model"]["facts"] = MOE
+    spec["model"]["facts"] = MOE  # an MoE model the catalog does not know: these facts alone
+    spec["model"]["id"] = "acme/moe-under-test-FP8"
     spec["model"]["max_model_len"] = 8192
     spec["serving"]["parallelism"] = par
 

@@ -27,6 +27,10 @@ class Adapter(Protocol):
         """Launches the framework's own parser rejects, with its message ([] when all are
         fine); raises ``ArgcheckUnavailable`` when the framework is not installed."""
 
+    def check_items(self, launches: list[NodeLaunch]) -> list[tuple[NodeLaunch, str, object]]:
+        """(launch, argcheck script, its input) for each launch the framework's own parser
+        checks: what :meth:`check` runs here and a node's bring-up runs in its runtime."""
+
 
 # Where a server writes torch-profiler traces on a node when a workload asks for a profile
 # (``serving.workloads[].profile``): under the run folder, which a container launch mounts

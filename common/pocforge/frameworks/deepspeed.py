@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 
 from pocforge.catalog import gpu
-from pocforge.frameworks.argcheck.run import run_argcheck
+from pocforge.frameworks.argcheck.run import rejected
 from pocforge.frameworks.base import LaunchContext, NodeLaunch, model_path, node_hosts
 from pocforge.paths import torch_extensions_dir
 from pocforge.spec import PocSpec
@@ -161,10 +161,11 @@ class DeepSpeedAdapter:
 
     def check(self, launches: list[NodeLaunch], ctx: LaunchContext) -> list[tuple[NodeLaunch, str]]:
         """DeepSpeed's own config class plus the unknown-top-level-key check, per launch."""
-        configs = [json.loads(launch.files["ds_config.json"]) for launch in launches]
-        verdicts = run_argcheck(ctx.python, "deepspeed_config", configs)
+        return rejected(self.check_items(launches), ctx.python, "DeepSpeed rejects ds_config.json")
+
+    def check_items(self, launches: list[NodeLaunch]) -> list[tuple[NodeLaunch, str, object]]:
         return [
-            (launch, f"DeepSpeed rejects ds_config.json: {verdict}")
-            for launch, verdict in zip(launches, verdicts, strict=True)
-            if verdict
+            (one, "deepspeed_config", json.loads(one.files["ds_config.json"]))
+            for one in launches
+            if "ds_config.json" in one.files
         ]

@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from pocforge.catalog import ModelFacts, gpu
-from pocforge.frameworks.argcheck.run import run_argcheck
+from pocforge.frameworks.argcheck.run import rejected
 from pocforge.frameworks.base import LaunchContext, NodeLaunch, node_hosts
 from pocforge.frameworks.megatron_init import TRACKER, conversion_argv, load_args, load_dir
 from pocforge.frameworks.megatron_init import tokenizer_model as init_tokenizer
@@ -375,16 +375,13 @@ class MegatronAdapter:
     def check(self, launches: list[NodeLaunch], ctx: LaunchContext) -> list[tuple[NodeLaunch, str]]:
         """Megatron-LM's own argument parser where the node's interpreter has it, else
         Megatron-Core's ``TransformerConfig`` built from the arguments."""
-        launches = [launch for launch in launches if launch.role != "convert"]
-        items = [
-            {"argv": _megatron_argv(launch), "world_size": _world_size(launch)}
-            for launch in launches
-        ]
-        verdicts = run_argcheck(ctx.python, "megatron_args", items)  # type: ignore[arg-type]
+        return rejected(self.check_items(launches), ctx.python, "Megatron rejects the arguments")
+
+    def check_items(self, launches: list[NodeLaunch]) -> list[tuple[NodeLaunch, str, object]]:
         return [
-            (launch, f"Megatron rejects the arguments: {verdict}")
-            for launch, verdict in zip(launches, verdicts, strict=True)
-            if verdict
+            (one, "megatron_args", {"argv": _megatron_argv(one), "world_size": _world_size(one)})
+            for one in launches
+            if one.role != "convert"
         ]
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pocforge.frameworks.argcheck.run import run_argcheck
+from pocforge.frameworks.argcheck.run import rejected
 from pocforge.frameworks.base import (
     PROFILE_DIR,
     LaunchContext,
@@ -130,14 +130,10 @@ class SglangAdapter:
             options[key.removeprefix("--")] = value
         return flag_args(options)
 
+    def check_items(self, launches: list[NodeLaunch]) -> list[tuple[NodeLaunch, str, object]]:
+        return [(one, "sglang_args", one.check_args) for one in launches if one.check_args]
+
     def check(self, launches: list[NodeLaunch], ctx: LaunchContext) -> list[tuple[NodeLaunch, str]]:
         """SGLang's own ``prepare_server_args`` on every server's arguments (a router has none)."""
-        servers = [launch for launch in launches if launch.check_args is not None]
-        verdicts = run_argcheck(
-            ctx.sglang_python, "sglang_args", [launch.check_args for launch in servers]
-        )
-        return [
-            (launch, f"SGLang rejects the arguments: {verdict}")
-            for launch, verdict in zip(servers, verdicts, strict=True)
-            if verdict
-        ]
+        items = self.check_items(launches)
+        return rejected(items, ctx.sglang_python, "SGLang rejects the arguments")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import yaml
 
-from pocforge.frameworks.argcheck.run import ArgcheckUnavailable, run_argcheck
+from pocforge.frameworks.argcheck.run import ArgcheckUnavailable, rejected
 from pocforge.frameworks.base import LaunchContext, NodeLaunch, model_path, node_hosts
 from pocforge.spec import PocSpec
 from pocforge.spec.planning import facts_of
@@ -102,24 +102,22 @@ class TrtllmAdapter:
         where ``tensorrt_llm`` is importable; where it is not, the options file's top-level
         keys against the kit's table of TensorRT-LLM's (``spec/trtllm_options.py``), and
         ``ArgcheckUnavailable`` when that finds nothing (the flags were not checked)."""
-        servers = [launch for launch in launches if launch.check_args is not None]
-        items = [
-            {"argv": launch.check_args, "options": yaml.safe_load(launch.files[OPTIONS_FILE])}
-            for launch in servers
-        ]
+        items = self.check_items(launches)
         try:
-            verdicts = run_argcheck(ctx.python, "trtllm_args", items)  # type: ignore[arg-type]
+            return rejected(items, ctx.python, "TensorRT-LLM rejects the arguments")
         except ArgcheckUnavailable:
             found = [
                 (launch, f"TensorRT-LLM would refuse the options file: {key_problem(key)}")
-                for launch, item in zip(servers, items, strict=True)
-                for key in unknown_keys(item["options"] or {})
+                for launch, _, item in items
+                for key in unknown_keys(item["options"] or {})  # type: ignore[index]
             ]
             if found:
                 return found
             raise
+
+    def check_items(self, launches: list[NodeLaunch]) -> list[tuple[NodeLaunch, str, object]]:
         return [
-            (launch, f"TensorRT-LLM rejects the arguments: {verdict}")
-            for launch, verdict in zip(servers, verdicts, strict=True)
-            if verdict
-        ]
+            (one, "trtllm_args", {"argv": one.check_args, "options": yaml.safe_load(one.files[OPTIONS_FILE])})
+            for one in launches
+            if one.check_args is not None
+        ]  # fmt: skip

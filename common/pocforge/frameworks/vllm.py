@@ -10,7 +10,7 @@ Layouts (vLLM 0.32):
 
 from __future__ import annotations
 
-from pocforge.frameworks.argcheck.run import run_argcheck
+from pocforge.frameworks.argcheck.run import rejected
 from pocforge.frameworks.base import (
     PROFILE_DIR,
     LaunchContext,
@@ -217,15 +217,12 @@ class VllmAdapter:
 
     # ------------------------------------------------------------------ checks
 
+    def check_items(self, launches: list[NodeLaunch]) -> list[tuple[NodeLaunch, str, object]]:
+        return [(one, "vllm_args", one.check_args) for one in launches if one.check_args]
+
     def check(self, launches: list[NodeLaunch], ctx: LaunchContext) -> list[tuple[NodeLaunch, str]]:
         """vLLM's own parser on every server launch (raises ArgcheckUnavailable without vLLM)."""
-        servers = [launch for launch in launches if launch.check_args is not None]
-        verdicts = run_argcheck(ctx.python, "vllm_args", [launch.check_args for launch in servers])
-        return [
-            (launch, f"vLLM rejects the arguments: {verdict}")
-            for launch, verdict in zip(servers, verdicts, strict=True)
-            if verdict
-        ]
+        return rejected(self.check_items(launches), ctx.python, "vLLM rejects the arguments")
 
 
 def _without(argv: list[str], flags: tuple[str, ...]) -> list[str]:

@@ -6,10 +6,27 @@ import json
 import subprocess
 
 from pocforge.frameworks.argcheck import SCRIPTS
+from pocforge.frameworks.process import NodeLaunch
 
 
 class ArgcheckUnavailable(RuntimeError):
     """The framework is not installed for that interpreter; nothing was checked."""
+
+
+def rejected(
+    items: list[tuple[NodeLaunch, str, object]], python: str, what: str
+) -> list[tuple[NodeLaunch, str]]:
+    """Run ``items`` (one script: an adapter's ``check_items``) under ``python``; each
+    launch the framework rejects, with ``what`` before its message."""
+    if not items:
+        return []
+    (script,) = {script for _, script, _ in items}
+    verdicts = run_argcheck(python, script, [item for _, _, item in items])  # type: ignore[misc]
+    return [
+        (launch, f"{what}: {verdict}")
+        for (launch, _, _), verdict in zip(items, verdicts, strict=True)
+        if verdict
+    ]
 
 
 def run_argcheck(
