@@ -34,23 +34,57 @@ def launcher_script() -> str:
     return str(resources.files("pocforge.frameworks").joinpath("process.py"))
 
 
-def node_plans(
-    spec: Any, kind: str, node_env: dict[int, dict[str, str]] | None = None
-) -> dict[str, list[dict]]:
-    """Node rank (as a string, Ansible's dict keys) -> that node's launches, as dicts."""
+def planned(spec: Any, kind: str, node_env: dict[int, dict[str, str]] | None = None) -> list:
+    """Every node's launches of the ``kind`` workload, in their runtimes."""
     from pocforge.frameworks import LaunchContext
     from pocforge.paths import workspace_root
     from pocforge.runtimes.plan import plan_deployment
 
     deployment = "serving" if kind == "serve" else "training"
     ctx = LaunchContext.local(workspace_root())
-    launches = plan_deployment(
+    return plan_deployment(
         spec, deployment, ctx, node_env=node_env or {}, out_dir=Path(TRAINING_DIR)
     )
+
+
+def by_node(launches: list) -> dict[str, list[dict]]:
+    """Node rank (as a string, Ansible's dict keys) -> that node's launches, as dicts."""
     plans: dict[str, list[dict]] = {}
     for launch in launches:
         plans.setdefault(str(launch.node_rank), []).append(launch.as_dict())
     return plans
+
+
+def node_plans(
+    spec: Any, kind: str, node_env: dict[int, dict[str, str]] | None = None
+) -> dict[str, list[dict]]:
+    """Node rank (as a string, Ansible's dict keys) -> that node's launches, as dicts."""
+    return by_node(planned(spec, kind, node_env))
+
+
+def check_plans(spec: Any) -> dict[str, list[dict]]:
+    """Node rank -> the launches of every workload on it that its framework's parser checks,
+    each with its ``check`` (script and input): what bring-up's launch_check role runs in
+    each launch's runtime (``pocforge.frameworks.launch_check``)."""
+    from pocforge.frameworks import ADAPTERS
+    from pocforge.frameworks.base import prepare_model
+
+    if spec.model.tiny is not None:
+        prepare_model(spec)  # the kit's tiny test model (what the kit runtime reads)
+    checked = []
+    for kind, section in (("serve", spec.serving), ("train", spec.training)):
+        if section is not None:
+            adapter = ADAPTERS[section.framework]
+            for launch, script, item in adapter.check_items(planned(spec, kind)):
+                launch.check = {"script": script, "item": item}
+                checked.append(launch)
+    return by_node(checked)
+
+
+def checker_folder() -> str:
+    """Where the node-side checker (launch_check.py, beside process.py and profilers.py)
+    and the argcheck scripts are in this kit."""
+    return str(resources.files("pocforge.frameworks"))
 
 
 def workload_vars(

@@ -103,6 +103,9 @@ class NodeLaunch:
     # environment, else from ``secrets_file``; never a value in the plan
     secrets: list[str] = field(default_factory=list)
     secrets_file: str | None = None
+    # Its framework's argument check, run on the node before weights are staged
+    # (launch_check.py): {"script": an argcheck script, "item": its input}
+    check: dict | None = None
 
     def command(self) -> str:
         """The argv as one shell-quoted line."""
@@ -130,6 +133,7 @@ class NodeLaunch:
             **(
                 {"secrets": self.secrets, "secrets_file": self.secrets_file} if self.secrets else {}
             ),
+            **({"check": self.check} if self.check else {}),
         }
 
     @classmethod

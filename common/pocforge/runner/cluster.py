@@ -33,7 +33,7 @@ from pocforge.cluster.driver import PLAYBOOKS
 from pocforge.cluster.ep_alltoall import ep_tests
 from pocforge.cluster.events import ClusterResult
 from pocforge.cluster.known_hosts import known_hosts_path, policy_vars
-from pocforge.cluster.workload import adopt_training, workload_vars
+from pocforge.cluster.workload import adopt_training, check_plans, checker_folder, workload_vars
 from pocforge.frameworks.base import inventory_hosts, model_path
 from pocforge.frameworks.disagg import connector_of
 from pocforge.frameworks.gpu_profiler import rocprof_point
@@ -149,11 +149,14 @@ def _playbook(
 
 def run_bringup(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
     """bringup.yml; the kit's wheels are built here first when a runtime needs them."""
-    extravars = {}
+    extravars: dict = {}
     if needs_kit_wheels(spec):
         wheels = kit_wheels()
         say(f"bringup: the kit's wheels for the nodes from {wheels}")
         extravars["python_env_wheels_src"] = str(wheels)
+    # every launch checked by its framework in its runtime, before the weights are staged
+    extravars["launch_check_plans"] = check_plans(spec)
+    extravars["launch_check_kit"] = checker_folder()
     _playbook(run, nodes, spec, "up", "bringup", say, extravars)
 
 
