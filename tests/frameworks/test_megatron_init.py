@@ -5,6 +5,8 @@ tokenizer."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -13,10 +15,10 @@ import yaml
 from pydantic import ValidationError
 
 from pocforge.catalog.model_facts import facts_from_config
-from pocforge.frameworks import LaunchContext
+from pocforge.frameworks import LaunchContext, process
 from pocforge.frameworks.megatron import megatron_args, model_args
 from pocforge.frameworks.megatron_init import vocab_divisor
-from pocforge.frameworks.process import NodeLaunch, run_in_order
+from pocforge.frameworks.process import NodeLaunch
 from pocforge.runtimes.plan import plan_deployment
 from pocforge.spec import SpecError, load_spec
 from pocforge.spec.rules import check_rules
@@ -141,26 +143,38 @@ def test_norm_epsilon_comes_from_the_config():
     assert "--norm-epsilon" not in model_args(facts.model_copy(update={"norm_eps": 1e-5}), 64)
 
 
-def step(tmp_path: Path, name: str, code: str, creates: str | None = None) -> NodeLaunch:
+def step(name: str, code: str, creates: str | None = None) -> dict:
     argv = [sys.executable, "-c", code]
-    return NodeLaunch("training", "megatron", 0, "node0", name, argv, creates=creates)  # type: ignore[arg-type]
+    return NodeLaunch("training", "megatron", 0, "node0", name, argv, creates=creates).as_dict()  # type: ignore[arg-type]
+
+
+def node_runs(tmp_path: Path, *steps: dict) -> subprocess.CompletedProcess:
+    """``process.py run`` on a plan of ``steps``, as a node runs its training launches."""
+    plan = tmp_path / "train.launches.json"
+    plan.write_text(
+        json.dumps({"poc": "poc", "node_rank": 0, "timeout_s": 60, "launches": list(steps)})
+    )
+    script = Path(process.__file__)
+    return subprocess.run(
+        [sys.executable, str(script), "run", str(plan)], capture_output=True, text=True, timeout=120
+    )
 
 
 def test_a_node_runs_its_steps_in_order_and_skips_one_whose_result_is_there(tmp_path):
-    done = tmp_path / "converted"
-    mark = tmp_path / "trained"
-    convert = step(tmp_path, "convert", f"open({str(done)!r}, 'a').write('x')", creates=str(done))
-    train = step(tmp_path, "trainer", f"open({str(mark)!r}, 'a').write('y')")
-    assert run_in_order("poc", [convert, train], 60, tmp_path / "logs", tmp_path) == 0
-    assert run_in_order("poc", [convert, train], 60, tmp_path / "logs", tmp_path) == 0
+    done, mark = tmp_path / "converted", tmp_path / "trained"
+    convert = step("convert", f"open({str(done)!r}, 'a').write('x')", creates=str(done))
+    train = step("trainer", f"open({str(mark)!r}, 'a').write('y')")
+    assert node_runs(tmp_path, convert, train).returncode == 0
+    again = node_runs(tmp_path, train, convert)  # the plan's order is not the start order
+    assert again.returncode == 0 and "is there; skipped" in again.stdout
     assert done.read_text() == "x" and mark.read_text() == "yy"  # converted once, trained twice
 
 
 def test_a_failed_step_ends_the_run_before_the_trainer(tmp_path):
     mark = tmp_path / "trained"
-    convert = step(tmp_path, "convert", "raise SystemExit(3)", creates=str(tmp_path / "never"))
-    train = step(tmp_path, "trainer", f"open({str(mark)!r}, 'a').write('y')")
-    assert run_in_order("poc", [convert, train], 60, tmp_path / "logs", tmp_path) == 3
+    convert = step("convert", "raise SystemExit(3)", creates=str(tmp_path / "never"))
+    train = step("trainer", f"open({str(mark)!r}, 'a').write('y')")
+    assert node_runs(tmp_path, convert, train).returncode == 3
     assert not mark.exists()
 
 
