@@ -70,4 +70,23 @@ def test_the_frameworks_own_parser_rejects_a_typo_on_the_node(tmp_path):
         line.startswith("vllm server on node 0: rejected:") and "--max-num-seqz" in line
         for line in lines
     ), lines
-    assert "deepspeed trainer on node 0: accepted by deepspeed_config" in lines
+    assert "deepspeed trainer on node 0: accepted: by deepspeed_config" in lines
+
+
+def test_a_launch_the_checker_cannot_ask_about_is_said_not_failed(tmp_path):
+    """An argcheck script that cannot run in the launch's runtime (here: a framework the
+    interpreter lacks) leaves the launch unchecked, said, and bring-up goes on."""
+    (launch,) = [
+        one for one in plans("tiny-llama-2node-fp32-cpu-vllm")["0"] if one["framework"] == "vllm"
+    ]
+    launch["argv"][0] = "/usr/bin/python3"  # an interpreter without vLLM
+    (tmp_path / "argcheck").symlink_to(SCRIPTS)
+    (tmp_path / "check.json").write_text(json.dumps({"launches": [launch]}))
+    done = subprocess.run(
+        [sys.executable, str(CHECKER), str(tmp_path / "check.json")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith("vllm server on node 0: unchecked: vllm_args could not run there")

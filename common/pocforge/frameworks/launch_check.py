@@ -10,9 +10,10 @@ container launch's check runs in the same image with the same mounts (``<engine>
 interpreter. So what judges a launch is the framework version the node will run (the
 image's vLLM, SGLang, Megatron-LM), not this machine's.
 
-Prints one line per launch (accepted, or the framework's own message) and exits 1 when
-any is rejected or could not be checked (its framework does not import in its runtime:
-the launch would not start either).
+Prints one line per launch: accepted; rejected, with the framework's own message; or not
+checked, with why (the argcheck script could not run there: another framework version's
+module layout, an image without the framework). It exits 1 when any launch is rejected:
+a launch the kit could not ask about is said, not held against the run.
 """
 
 from __future__ import annotations
@@ -62,9 +63,9 @@ def verdict(output: str) -> list | None:
     return json.loads(lines[-1]) if lines else None
 
 
-def check(launch: NodeLaunch, scripts: Path) -> str | None:
-    """None when the framework accepts the launch, else why not (its own message, or why
-    it could not be asked). The launch's working directory is the checker's folder; the
+def check(launch: NodeLaunch, scripts: Path) -> tuple[str, str]:
+    """(``accepted`` | ``rejected`` | ``unchecked``, the framework's message or why it
+    could not be asked). The launch's working directory is the checker's folder; the
     folders its container writes are made first, as the process manager makes them."""
     script, item = launch.check["script"], launch.check["item"]  # type: ignore[index]
     here = on_node(launch, str(scripts.parent))
@@ -76,14 +77,14 @@ def check(launch: NodeLaunch, scripts: Path) -> str | None:
             command, input=json.dumps([item]), capture_output=True, text=True, timeout=TIMEOUT_S
         )
     except FileNotFoundError:
-        return f"cannot run {command[0]} on this node"
+        return "unchecked", f"cannot run {command[0]} on this node"
     except subprocess.TimeoutExpired:
-        return f"{script} did not answer in {TIMEOUT_S} s"
+        return "unchecked", f"{script} did not answer in {TIMEOUT_S} s"
     found = verdict(done.stdout)
     if done.returncode != 0 or found is None:
         tail = " | ".join(done.stderr.strip().splitlines()[-3:])
-        return f"{script} could not run in the launch's runtime (exit {done.returncode}): {tail}"
-    return found[0]
+        return "unchecked", f"{script} could not run there (exit {done.returncode}): {tail}"
+    return ("rejected", found[0]) if found[0] else ("accepted", f"by {script}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,13 +99,12 @@ def main(argv: list[str] | None = None) -> int:
         launch = NodeLaunch.from_dict(one)
         if not launch.check:
             continue
-        what = f"{launch.framework} {launch.role} on node {launch.node_rank}"
-        problem = check(launch, scripts)
-        if problem:
-            failed += 1
-            print(f"{what}: rejected: {problem}", flush=True)
-        else:
-            print(f"{what}: accepted by {launch.check['script']}", flush=True)
+        status, said = check(launch, scripts)
+        failed += status == "rejected"
+        print(
+            f"{launch.framework} {launch.role} on node {launch.node_rank}: {status}: {said}",
+            flush=True,
+        )
     return 1 if failed else 0
 
 

@@ -43,8 +43,17 @@ def _config_values(args) -> None:
 
 
 def main() -> None:
-    from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
-    from vllm.utils.argparse_utils import FlexibleArgumentParser
+    # Where the node's vLLM keeps them: 0.3x's launchers package, or the OpenAI server's
+    # module and vllm.utils in earlier releases (the 0.11 images), so the version the node
+    # runs is the one that judges.
+    try:
+        from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
+    except ImportError:
+        from vllm.entrypoints.openai.cli_args import make_arg_parser, validate_parsed_serve_args
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:
+        from vllm.utils import FlexibleArgumentParser
 
     results = []
     for argv in json.load(sys.stdin):
