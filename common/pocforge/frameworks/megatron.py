@@ -19,11 +19,12 @@ from pathlib import Path
 
 import yaml
 
-from pocforge.catalog import ModelFacts, gpu
+from pocforge.catalog import ModelFacts
 from pocforge.frameworks.argcheck.run import rejected
 from pocforge.frameworks.base import LaunchContext, NodeLaunch, node_hosts
 from pocforge.frameworks.megatron_init import TRACKER, conversion_argv, load_args, load_dir
 from pocforge.frameworks.megatron_init import tokenizer_model as init_tokenizer
+from pocforge.frameworks.platform_settings import training_env
 from pocforge.spec import PocSpec
 from pocforge.spec.planning import facts_of
 from pocforge.spec.training_schema import MegatronLayout
@@ -57,24 +58,6 @@ def data_parallel(spec: PocSpec) -> int:
 
 # Megatron's RoPE defaults (megatron/training/arguments.py): --rotary-base 10000, and no
 # scaling; a model that differs says so in its config.json (rope_theta, rope_scaling).
-# AMD's Megatron recipe settings (AMD-AGI/Primus examples README, "How to Run", release
-# v25.10: `export HSA_NO_SCRATCH_RECLAIM=1` and `export NVTE_CK_USES_BWD_V3=1` for every
-# run; "Set these variables for better performance only on MI300/MI325X":
-# `NVTE_CK_IS_V3_ATOMIC_FP32=1`). HSA_NO_SCRATCH_RECLAIM=1 keeps a queue's scratch memory
-# once assigned (ROCR runtime's environment variables page); the NVTE_CK_* pick Transformer
-# Engine's CK v3 attention backward. A POC's training.runtime.env wins over each.
-ROCM_TRAINING_ENV = {"HSA_NO_SCRATCH_RECLAIM": "1", "NVTE_CK_USES_BWD_V3": "1"}
-ROCM_TRAINING_ENV_BY_ARCH = {"gfx942": {"NVTE_CK_IS_V3_ATOMIC_FP32": "1"}}  # MI300X, MI325X
-
-
-def rocm_training_env(gpu_name: str) -> dict[str, str]:
-    """The AMD recipe's variables for Megatron training on ``gpu_name`` ({} off AMD)."""
-    facts = gpu(gpu_name)
-    if facts.vendor != "amd":
-        return {}
-    return {**ROCM_TRAINING_ENV, **ROCM_TRAINING_ENV_BY_ARCH.get(facts.arch, {})}
-
-
 MEGATRON_ROTARY_BASE = 10000.0
 MEGATRON_NORM_EPSILON = 1e-5  # megatron/training/arguments.py: --norm-epsilon
 
@@ -333,13 +316,10 @@ class MegatronAdapter:
             env["PYTHONPATH"] = f"{primus}/third_party/Megatron-LM:{primus}"
         else:
             entry = [f"{layout.checkout}/pretrain_gpt.py", *megatron_args(spec)]
-        if cluster.gpu != "cpu":
-            # Megatron's requirement for overlapping TP communication with compute.
-            env.setdefault("CUDA_DEVICE_MAX_CONNECTIONS", "1")
-            own = training.runtime.env  # the POC's value wins: left for plan_deployment
-            for key, value in rocm_training_env(cluster.gpu).items():
-                if key not in own:
-                    env.setdefault(key, value)
+        own = training.runtime.env  # the POC's value wins: left for plan_deployment
+        for key, value in training_env(self.name, cluster.gpu).items():
+            if key not in own:
+                env.setdefault(key, value)
         launches = []
         convert = conversion_argv(spec, ctx.python)
         for rank, host in enumerate(hosts):

@@ -1,25 +1,8 @@
 """A launch inside a container: ``docker run`` / ``podman run`` with the platform's flags.
 
-The flags are the vendors' documented ones for their framework images:
-
-- ROCm (AMD's vLLM and SGLang images, "Environment Setup" of the vLLM-on-Instinct guides):
-  ``--device /dev/kfd --device /dev/dri --group-add video --cap-add SYS_PTRACE
-  --security-opt seccomp=unconfined`` (the GPU compute and render interfaces, the group
-  that may open them, and what ROCm's debugger and the HIP runtime need);
-- CUDA (vLLM's "Deploying with Docker"): ``--gpus all`` (the NVIDIA Container Toolkit);
-  under podman ``--device nvidia.com/gpu=all`` (the toolkit's CDI devices);
-- TensorRT-LLM's images ("Quick Start Guide", "Launch Docker Container"): also
-  ``--ulimit memlock=-1 --ulimit stack=67108864`` (pinned host memory for MPI and NCCL, and
-  the stack its ranks need);
-- a deployment that spans nodes over an RDMA fabric (``cluster.interconnect.scale_out``
-  RoCE or InfiniBand): ``--device /dev/infiniband`` (the verbs devices RCCL/NCCL and UCX
-  open; AMD Primus's container script passes it for multi-node runs) and ``--ulimit
-  memlock=-1`` (they pin their buffers; TensorRT-LLM's and NVIDIA's NCCL containers set it);
-- both: ``--ipc host`` (PyTorch shares tensors between ranks through shared memory: the
-  node's own ``/dev/shm``, so no ``--shm-size``, which docker ignores next to it and podman
-  refuses: "cannot set shmsize when running in the {host } IPC Namespace", measured with
-  podman 4.3), ``--network host`` (the ranks, Ray, RCCL/NCCL and the benchmark reach the
-  node's own addresses and ports).
+The platform's flags (devices, groups, capabilities, ulimits, IPC and network by GPU
+vendor and engine, an RDMA fabric's, a framework image's own) are the rows of
+:mod:`pocforge.frameworks.platform_settings`, each with its public source.
 
 Weights, the run folder, the kit's wheels and the profiler's folder (a profiled serving
 stage's traces) are mounted at the same paths as on the node, so the framework's arguments
@@ -34,31 +17,9 @@ import re
 import shlex
 
 from pocforge.frameworks.base import NodeLaunch
+from pocforge.frameworks.platform_settings import container_flags
 from pocforge.frameworks.process import WORKDIR
 from pocforge.runtimes.resolve import WHEELS, ResolvedRuntime
-
-ROCM_FLAGS = (
-    "--device",
-    "/dev/kfd",
-    "--device",
-    "/dev/dri",
-    "--group-add",
-    "video",
-    "--cap-add",
-    "SYS_PTRACE",
-    "--security-opt",
-    "seccomp=unconfined",
-)
-CUDA_FLAGS = ("--gpus", "all")
-# podman reaches NVIDIA GPUs through CDI, not --gpus (which podman 4.3 does not have):
-# NVIDIA Container Toolkit, "Support for Container Device Interface":
-# `podman run --rm --device nvidia.com/gpu=all ...` after `nvidia-ctk cdi generate`.
-CUDA_FLAGS_PODMAN = ("--device", "nvidia.com/gpu=all")
-# Flags a framework's own image documents beyond the platform's.
-FRAMEWORK_FLAGS = {"trtllm": ("--ulimit", "memlock=-1", "--ulimit", "stack=67108864")}
-# A deployment across nodes over RDMA (see the module notes).
-RDMA_FLAGS = ("--device", "/dev/infiniband", "--ulimit", "memlock=-1")
-
 
 # Where the kit's wheels are installed inside a container: a scratch folder put first on
 # PYTHONPATH, so the image's own environment (read-only, or the customer's) is left as it is.
@@ -104,16 +65,7 @@ def wrap(
     assert runtime.kind == "container" and runtime.image
     name = container_name(poc, launch)
     argv = [runtime.engine, "run", "--rm", "--name", name]
-    if gpus and runtime.vendor == "amd":
-        argv += ROCM_FLAGS
-    elif gpus and runtime.vendor == "nvidia":
-        argv += CUDA_FLAGS_PODMAN if runtime.engine == "podman" else CUDA_FLAGS
-    framework_flags = FRAMEWORK_FLAGS.get(launch.framework, ())
-    argv += framework_flags
-    if rdma:  # memlock once, where the framework's own flags already lift it
-        argv += [f for f in RDMA_FLAGS[:2]]
-        argv += [] if "memlock=-1" in framework_flags else list(RDMA_FLAGS[2:])
-    argv += ["--ipc", "host", "--network", "host"]
+    argv += container_flags(runtime.vendor, runtime.engine, launch.framework, gpus=gpus, rdma=rdma)
     for mount in [*mounts, *runtime.mounts]:
         argv += ["--volume", mount]
     if launch.files:  # generated files are written to the working directory on the node
