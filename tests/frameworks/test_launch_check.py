@@ -49,6 +49,14 @@ def test_a_container_launch_is_checked_in_its_own_image_and_mounts():
     assert command[command.index("--name") + 1].endswith("-server-0-check")
 
 
+def node_checks(folder: Path, launches: list[dict]) -> subprocess.CompletedProcess:
+    """``launch_check.py`` on ``launches`` laid out as the role lays them out on a node."""
+    (folder / "argcheck").symlink_to(SCRIPTS)
+    (folder / "check.json").write_text(json.dumps({"launches": launches}))
+    command = [sys.executable, str(CHECKER), str(folder / "check.json")]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+
 @pytest.mark.budget(120, "vLLM's and DeepSpeed's own parsers, each imported once")
 def test_the_frameworks_own_parser_rejects_a_typo_on_the_node(tmp_path):
     """The tiny 2-node vLLM POC's node 0 as bring-up hands it over: its vLLM server with
@@ -56,14 +64,7 @@ def test_the_frameworks_own_parser_rejects_a_typo_on_the_node(tmp_path):
     launches = plans("tiny-llama-2node-fp32-cpu-vllm")["0"]
     server = next(one for one in launches if one["framework"] == "vllm")
     server["check"]["item"] += ["--max-num-seqz", "8"]
-    (tmp_path / "argcheck").symlink_to(SCRIPTS)
-    (tmp_path / "check.json").write_text(json.dumps({"launches": launches}))
-    done = subprocess.run(
-        [sys.executable, str(CHECKER), str(tmp_path / "check.json")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = node_checks(tmp_path, launches)
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert any(
@@ -80,13 +81,6 @@ def test_a_launch_the_checker_cannot_ask_about_is_said_not_failed(tmp_path):
         one for one in plans("tiny-llama-2node-fp32-cpu-vllm")["0"] if one["framework"] == "vllm"
     ]
     launch["argv"][0] = "/usr/bin/python3"  # an interpreter without vLLM
-    (tmp_path / "argcheck").symlink_to(SCRIPTS)
-    (tmp_path / "check.json").write_text(json.dumps({"launches": [launch]}))
-    done = subprocess.run(
-        [sys.executable, str(CHECKER), str(tmp_path / "check.json")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = node_checks(tmp_path, [launch])
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("vllm server on node 0: unchecked: vllm_args could not run there")

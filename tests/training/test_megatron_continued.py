@@ -73,6 +73,7 @@ def test_the_first_loss_is_the_loaded_models_not_a_fresh_ones(continued):
     spec, source, summary, _ = continued
     loaded, fresh = first_losses(spec, source)
     first = summary.loss_curve[0].loss
+    print(f"first loss {first:.6f}; the HF model's {loaded:.6f}; fresh weights' {fresh:.4f}")
     assert first == pytest.approx(loaded, abs=1e-5), (first, loaded, fresh)
     assert abs(first - fresh) > 1e-3, (first, loaded, fresh)
     assert summary.status == "completed" and summary.parallel["tp"] == 2

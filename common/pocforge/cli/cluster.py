@@ -89,26 +89,13 @@ def _run(
     run_id: str | None,
 ):
     """One stage of ``pocforge run`` on the POC's nodes, into a new run or ``--run-id``'s."""
-    from pocforge.cluster import ClusterError, inventory_from_spec
-    from pocforge.paths import workspace_root
+    from pocforge.cluster import ClusterError
     from pocforge.results.store import RunStore
     from pocforge.runner import NodeFailure, Nodes, RunnerError, run_poc
     from pocforge.runner.cluster import host_key_vars
-    from pocforge.spec import SpecError, load_poc
 
-    try:
-        spec = load_poc(poc)
-    except SpecError as exc:
-        raise click.UsageError(str(exc)) from None
-    if inventory and not Path(inventory).exists():
-        raise click.UsageError(f"--inventory {inventory}: no such file")
+    spec, inv = _spec_and_inventory(poc, inventory)
     store = RunStore()
-    if inventory:
-        inv = Path(inventory)
-    else:  # the spec's hosts or inventory; without either, this machine over a local connection
-        inv = inventory_from_spec(
-            spec, workspace_root() / ".artifacts" / "inventories" / f"{spec.name}.yml"
-        )
     nodes = Nodes(inv, limit=limit, extravars=host_key_vars(spec))
     if verb == "down":
         _teardown(spec, store, run_id, nodes)
@@ -130,10 +117,10 @@ def _run(
     sys.exit(1 if failed else 0)
 
 
-def _dry_run(playbook: str, poc: str, inventory: str | None, limit: str | None) -> None:
-    """``--dry-run``: the playbook's hosts and tasks on the POC's inventory, no SSH."""
-    from pocforge.cluster import ClusterError, inventory_from_spec
-    from pocforge.cluster.driver import dry_run
+def _spec_and_inventory(poc: str, inventory: str | None):
+    """The POC's spec and its inventory: ``--inventory``, else the spec's hosts or inventory
+    (without either, this machine over a local connection); bad input is a usage error."""
+    from pocforge.cluster import inventory_from_spec
     from pocforge.paths import workspace_root
     from pocforge.spec import SpecError, load_poc
 
@@ -141,15 +128,20 @@ def _dry_run(playbook: str, poc: str, inventory: str | None, limit: str | None) 
         spec = load_poc(poc)
     except SpecError as exc:
         raise click.UsageError(str(exc)) from None
-    if inventory and not Path(inventory).exists():
-        raise click.UsageError(f"--inventory {inventory}: no such file")
-    inv = (
-        Path(inventory)
-        if inventory
-        else inventory_from_spec(
-            spec, workspace_root() / ".artifacts" / "inventories" / f"{spec.name}.yml"
-        )
-    )
+    if inventory:
+        if not Path(inventory).exists():
+            raise click.UsageError(f"--inventory {inventory}: no such file")
+        return spec, Path(inventory)
+    folder = workspace_root() / ".artifacts" / "inventories"
+    return spec, inventory_from_spec(spec, folder / f"{spec.name}.yml")
+
+
+def _dry_run(playbook: str, poc: str, inventory: str | None, limit: str | None) -> None:
+    """``--dry-run``: the playbook's hosts and tasks on the POC's inventory, no SSH."""
+    from pocforge.cluster import ClusterError
+    from pocforge.cluster.driver import dry_run
+
+    _, inv = _spec_and_inventory(poc, inventory)
     try:
         click.echo(dry_run(playbook, inv, limit), nl=False)
     except ClusterError as exc:

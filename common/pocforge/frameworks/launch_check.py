@@ -58,7 +58,8 @@ def check_command(launch: NodeLaunch, scripts: Path, script: str) -> list[str]:
 
 
 def verdict(output: str) -> list | None:
-    """The argcheck script's answer: its last line that is a JSON list."""
+    """An argcheck script's answer: its last line that is a JSON list (None: no answer).
+    Read here on a node and by ``argcheck.run`` on the controller."""
     lines = [line for line in output.splitlines() if line.startswith("[")]
     return json.loads(lines[-1]) if lines else None
 

@@ -107,6 +107,10 @@ class NodeLaunch:
     # (launch_check.py): {"script": an argcheck script, "item": its input}
     check: dict | None = None
 
+    def done(self) -> bool:
+        """A step whose result (``creates``) is there already: it ran before."""
+        return bool(self.creates) and Path(self.creates).exists()  # type: ignore[arg-type]
+
     def command(self) -> str:
         """The argv as one shell-quoted line."""
         return " ".join(shlex.quote(a) for a in self.argv)
@@ -807,7 +811,7 @@ def run_in_order(
     (``creates``) is there already is skipped: it ran before."""
     deadline = time.monotonic() + timeout_s
     for launch in launches:
-        if launch.creates and Path(launch.creates).exists():
+        if launch.done():
             print(
                 f"{launch.framework} {launch.role}: {launch.creates} is there; skipped", flush=True
             )

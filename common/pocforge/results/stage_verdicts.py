@@ -21,6 +21,7 @@ from pocforge.results.verdict_schema import (
     no_verdict,
     not_judgeable,
     note,
+    point_verdict,
 )
 from pocforge.stats import decide, t_interval
 
@@ -54,16 +55,7 @@ def training_verdict(c: Any, result: TrainingResult | None) -> CriterionVerdict:
         return criterion_verdict(
             c, no_verdict(None, N_("training result has no {name}"), name=name)
         )
-    return criterion_verdict(
-        c,
-        PointVerdict(
-            point=None,
-            verdict=decide(c.op, c.threshold, value, value),
-            estimate=float(value),
-            method="point",
-            n=1,
-        ),
-    )
+    return point_verdict(c, value, 1)
 
 
 def _worst(op: str, values: list[float]) -> float:
@@ -92,17 +84,7 @@ def kernels_verdict(c: Any, result: KernelResults | None) -> CriterionVerdict:
             c, no_verdict(None, N_("no kernel result for {op}.{name}"), op=op, name=name)
         )
     worst = _worst(c.op, values)  # the worst shape decides
-    return criterion_verdict(
-        c,
-        PointVerdict(
-            point=None,
-            verdict=decide(c.op, c.threshold, worst, worst),
-            estimate=float(worst),
-            method="point",
-            n=len(values),
-            notes=[note(N_("worst of {n} shapes"), n=len(values))],
-        ),
-    )
+    return point_verdict(c, worst, len(values), [note(N_("worst of {n} shapes"), n=len(values))])
 
 
 def _pct_reference(result: CollectiveResult) -> float | None:
@@ -150,17 +132,7 @@ def collectives_verdict(c: Any, results: list[CollectiveResult]) -> CriterionVer
         value = float(largest.busbw_gbs)
     else:  # wrong
         value = float(sum((r.wrong or 0) + (r.inplace_wrong or 0) for r in rows))
-    return criterion_verdict(
-        c,
-        PointVerdict(
-            point=None,
-            verdict=decide(c.op, c.threshold, value, value),
-            estimate=value,
-            method="point",
-            n=n,
-            notes=notes,
-        ),
-    )
+    return point_verdict(c, value, n, notes)
 
 
 def ep_alltoall_verdict(c: Any, results: list[EpAllToAllResult]) -> CriterionVerdict:
@@ -192,19 +164,8 @@ def ep_alltoall_verdict(c: Any, results: list[EpAllToAllResult]) -> CriterionVer
         )
     value = _worst(c.op, [v for _, v in values])
     runs = ", ".join(f"{r.benchmark}{f' on {r.host}' if r.host else ''} {v:g}" for r, v in values)
-    return criterion_verdict(
-        c,
-        PointVerdict(
-            point=None,
-            verdict=decide(c.op, c.threshold, value, value),
-            estimate=float(value),
-            method="point",
-            n=len(values),
-            notes=[
-                note(N_("worst of {n} DeepEP / MoRI outputs ({runs})"), n=len(values), runs=runs)
-            ],
-        ),
-    )
+    template = N_("worst of {n} DeepEP / MoRI outputs ({runs})")
+    return point_verdict(c, value, len(values), [note(template, n=len(values), runs=runs)])
 
 
 def accuracy_verdict(c: Any, results: dict[str, Any]) -> CriterionVerdict:
@@ -231,15 +192,8 @@ def accuracy_verdict(c: Any, results: dict[str, Any]) -> CriterionVerdict:
         names = ", ".join(found.metrics)
         return criterion_verdict(c, no_verdict(None, template, task=task, name=name, names=names))
     if not score.stderr:
-        pv = PointVerdict(
-            point=None,
-            verdict=decide(c.op, c.threshold, score.value, score.value),
-            estimate=score.value,
-            method="point",
-            n=found.samples,
-            notes=[note(N_("no standard error reported: a point verdict"))],
-        )
-        return criterion_verdict(c, pv)
+        template = N_("no standard error reported: a point verdict")
+        return point_verdict(c, score.value, found.samples, [note(template)])
     z = float(norm.ppf(0.5 + c.confidence / 2))
     lo, hi = score.value - z * score.stderr, score.value + z * score.stderr
     pv = PointVerdict(
@@ -268,12 +222,5 @@ def parity_verdict(c: Any, result: Any) -> CriterionVerdict:
         value = float(result.max_tokens)  # nothing diverged: the whole continuation matched
     if value is None:
         return criterion_verdict(c, no_verdict(None, N_("parity measured no {name}"), name=name))
-    pv = PointVerdict(
-        point=None,
-        verdict=decide(c.op, c.threshold, float(value), float(value)),
-        estimate=float(value),
-        method="point",
-        n=result.prompts,
-        notes=[note(N_("over {n} fixed prompts, greedy"), n=result.prompts)],
-    )
-    return criterion_verdict(c, pv)
+    notes = [note(N_("over {n} fixed prompts, greedy"), n=result.prompts)]
+    return point_verdict(c, float(value), result.prompts, notes)

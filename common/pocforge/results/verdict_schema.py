@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from pocforge.messages import N_, Note, join
 from pocforge.metrics import judgeable
-from pocforge.stats import Decision, margin
+from pocforge.stats import Decision, decide, margin
 
 VerdictName = Decision
 
@@ -65,6 +65,21 @@ def note(template: str, **args) -> Note:
 
 def no_verdict(point: str | None, template: str, **args) -> PointVerdict:
     return PointVerdict(point=point, verdict="inconclusive", notes=[note(template, **args)])
+
+
+def point_verdict(
+    c: Any, value: float, n: int, notes: list[Note] | None = None
+) -> CriterionVerdict:
+    """``c`` judged on one value without an interval (``method="point"``)."""
+    pv = PointVerdict(
+        point=None,
+        verdict=decide(c.op, c.threshold, value, value),
+        estimate=float(value),
+        method="point",
+        n=n,
+        notes=notes or [],
+    )
+    return criterion_verdict(c, pv)
 
 
 def criterion_verdict(c: Any, pv: PointVerdict) -> CriterionVerdict:

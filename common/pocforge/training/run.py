@@ -91,7 +91,7 @@ def run_step(step: NodeLaunch, out_dir: Path) -> None:
     """A step before training (``step.role``: ``convert``) to completion, its log beside
     the training's; skipped when what it creates is there. Raises ``LaunchError`` with
     its log's tail when it fails; a Ctrl-C stops it and goes on up."""
-    if step.creates and Path(step.creates).exists():
+    if step.done():
         print(f"{step.role}: {step.creates} is there; reused", flush=True)
         return
     process = ManagedProcess(step, out_dir / f"{step.role}.log", workdir=out_dir)

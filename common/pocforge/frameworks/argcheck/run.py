@@ -6,6 +6,7 @@ import json
 import subprocess
 
 from pocforge.frameworks.argcheck import SCRIPTS
+from pocforge.frameworks.launch_check import verdict
 from pocforge.frameworks.process import NodeLaunch
 
 
@@ -45,10 +46,10 @@ def run_argcheck(
         raise ArgcheckUnavailable(f"no interpreter at {python}") from None
     if "ModuleNotFoundError" in result.stderr and result.returncode != 0:
         raise ArgcheckUnavailable(result.stderr.strip().splitlines()[-1])
-    verdicts = [line for line in result.stdout.splitlines() if line.startswith("[")]
-    if result.returncode != 0 or not verdicts:
+    verdicts = verdict(result.stdout)
+    if result.returncode != 0 or verdicts is None:
         tail = "\n".join(result.stderr.strip().splitlines()[-5:])
         raise RuntimeError(
             f"argument check under {python} failed (exit {result.returncode}): {tail}"
         )
-    return json.loads(verdicts[-1])
+    return verdicts
