@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pocforge.frameworks import ADAPTERS, LaunchContext, plan_all
 from pocforge.frameworks.argcheck.run import ArgcheckUnavailable
+from pocforge.frameworks.megatron_init import converts
 from pocforge.spec import PocSpec
 from pocforge.versions import kit_framework_version
 
@@ -95,11 +96,10 @@ def _megatron_lm_unchecked(specs: list[PocSpec]) -> list[str]:
             f"Megatron-Core's model and layout checks ran: its other flags{named} are not "
             "checked until a node runs them"
         )
-        init = training.init
-        if init is not None and init.format == "hf" and spec.cluster.gpu != "cpu":
+        if converts(spec) and spec.cluster.gpu != "cpu":
             out.append(
                 f"{spec.name}: training.init converts with Megatron-Bridge at "
-                f"{init.bridge_path} in the training image (NVIDIA's NeMo containers have it; "
+                f"{training.init.bridge_path} in the training image (NVIDIA's NeMo containers have it; "
                 "other images need it mounted there, training.init.bridge_path): not checked "
                 "until a node runs it"
             )

@@ -52,12 +52,19 @@ def load_dir(spec: PocSpec) -> str | None:
     return f"{NODE_CHECKPOINTS}/{source.strip('/').replace('/', '--')}{suffix}"
 
 
+def converts(spec: PocSpec) -> bool:
+    """Training starts from a Hugging Face checkpoint: every node converts it first."""
+    training = spec.training
+    return training is not None and training.init is not None and training.init.format == "hf"
+
+
 def conversion_argv(spec: PocSpec, python: str) -> list[str] | None:
     """The command that writes :func:`load_dir` from a Hugging Face source (None when
     nothing is converted): Megatron-Bridge's importer on GPU nodes, the kit's on ``cpu``."""
     training = spec.training
-    if training is None or training.init is None or training.init.format != "hf":
+    if not converts(spec):
         return None
+    assert training is not None and training.init is not None
     args = [
         "import",
         "--hf-model", init_source(spec),
@@ -106,5 +113,4 @@ def load_args(spec: PocSpec, vocab: int | None, tp: int) -> list[str]:
 def tokenizer_model(spec: PocSpec) -> str:
     """The tokenizer of a run that starts from a checkpoint: the checkpoint's own (a
     Hugging Face source), else the POC's model's."""
-    init = spec.training.init  # type: ignore[union-attr]
-    return init_source(spec) if init is not None and init.format == "hf" else model_path(spec)
+    return init_source(spec) if converts(spec) else model_path(spec)

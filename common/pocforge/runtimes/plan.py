@@ -9,7 +9,7 @@ from pathlib import Path, PurePosixPath
 from pocforge.frameworks import ADAPTERS, LaunchContext, NodeLaunch, gpu_profiler
 from pocforge.frameworks.base import PROFILE_DIR, model_path, profiled
 from pocforge.frameworks.disagg import plan_disaggregated
-from pocforge.frameworks.megatron_init import conversion_argv, load_dir
+from pocforge.frameworks.megatron_init import converts, load_dir
 from pocforge.runtimes import container
 from pocforge.runtimes.resolve import (
     WHEELS,
@@ -123,7 +123,7 @@ def _written(spec: PocSpec, deployment: Deployment, ctx: LaunchContext) -> list[
     converted checkpoint's."""
     if deployment == "serving" and profiled(spec):
         return [ctx.profile_dir or PROFILE_DIR]
-    if deployment == "training" and conversion_argv(spec, ctx.python) is not None:
+    if deployment == "training" and converts(spec):
         return [str(load_dir(spec))]  # the conversion writes it, the trainer reads it
     return []
 

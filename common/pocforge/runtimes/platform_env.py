@@ -55,6 +55,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pocforge.catalog import gpu as catalog_gpu
+from pocforge.runtimes.secrets import split_env
 from pocforge.spec import PocSpec
 
 FABRIC_LINK_LAYER = {"ib": "InfiniBand", "roce": "Ethernet"}
@@ -86,8 +87,6 @@ def _deployment(spec: PocSpec, deployment: str | None) -> str | None:
 
 
 def _poc_env(spec: PocSpec, deployment: str | None) -> dict[str, str]:
-    from pocforge.runtimes.secrets import split_env
-
     section = getattr(spec, deployment) if deployment else None
     # a secret passed by reference is no variable's value here (pocforge.runtimes.secrets)
     return split_env(section.runtime.env)[0] if section is not None else {}
