@@ -330,7 +330,7 @@ class ManagedProcess:
         failure = f"{self.launch.framework} not healthy at {url}"
         return poll_until(self, answers, timeout_s, interval_s, failure, siblings)
 
-    def wait(self, timeout_s: float | None) -> int:
+    def wait(self, timeout_s: float) -> int:
         """Wait for a finite process (a trainer); kill it past the timeout."""
         assert self.proc is not None
         try:

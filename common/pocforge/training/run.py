@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import time
 from pathlib import Path
 
 from pocforge import atomic
@@ -58,14 +59,16 @@ def run_training(
             f"{spec.name} trains on {nodes} nodes: run each node's part with --node-rank N"
         )
     *steps, launch = in_start_order([one for one in launches if one.node_rank == rank])
+    # one deadline for the steps and the training, as a node's run_in_order has it
+    deadline = time.monotonic() + (timeout_s or training_timeout_s(spec))
     for step in steps:  # a checkpoint's conversion: before the ranks, once
-        run_step(step, out_dir)
+        run_step(step, out_dir, max(deadline - time.monotonic(), 1.0))
     log = out_dir / "train.log"
     process = ManagedProcess(launch, log, workdir=out_dir)
     process.start()
     interrupted = False
     try:
-        code = process.wait(timeout_s or training_timeout_s(spec))
+        code = process.wait(max(deadline - time.monotonic(), 1.0))
     except KeyboardInterrupt:
         interrupted, code = True, 130
     finally:
@@ -87,7 +90,7 @@ def run_training(
     return judged(summary, code, log, out_dir, spec.training.steps, process.log_tail)
 
 
-def run_step(step: NodeLaunch, out_dir: Path) -> None:
+def run_step(step: NodeLaunch, out_dir: Path, timeout_s: float) -> None:
     """A step before training (``step.role``: ``convert``) to completion, its log beside
     the training's; skipped when what it creates is there. Raises ``LaunchError`` with
     its log's tail when it fails; a Ctrl-C stops it and goes on up."""
@@ -97,7 +100,7 @@ def run_step(step: NodeLaunch, out_dir: Path) -> None:
     process = ManagedProcess(step, out_dir / f"{step.role}.log", workdir=out_dir)
     process.start()
     try:
-        code = process.wait(None)
+        code = process.wait(timeout_s)
     finally:
         process.stop()
     if code:
