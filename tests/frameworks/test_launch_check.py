@@ -84,3 +84,28 @@ def test_a_launch_the_checker_cannot_ask_about_is_said_not_failed(tmp_path):
     done = node_checks(tmp_path, [launch])
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith("vllm server on node 0: unchecked: vllm_args could not run there")
+
+
+def test_a_megatron_entry_its_image_lacks_is_rejected_before_weights(tmp_path):
+    """A Megatron launch names a script in the image's checkout; a node whose runtime does
+    not have it is refused with the field to set, and a checkout that is there is judged
+    (here by Megatron-Core: the tiny checkout holds no Megatron-LM parser)."""
+    (launch,) = plans("llama-3.1-70b-fp8-mi355x-megatron")["0"]
+    launch["runtime"] = {"kind": "venv", "python": sys.executable}  # no ROCm image here
+    entry = "/workspace/Primus/third_party/Megatron-LM/pretrain_gpt.py"
+    assert launch["check"]["item"]["entry"] == entry
+    (tmp_path / "missing").mkdir()
+    done = node_checks(tmp_path / "missing", [launch])
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.strip() == (
+        f"megatron trainer on node 0: rejected: {entry} is not in this runtime: set "
+        "training.megatron.path to where its image keeps the checkout"
+    )
+    checkout = tmp_path / "Megatron-LM"
+    checkout.mkdir()
+    (checkout / "pretrain_gpt.py").write_text("")
+    launch["check"]["item"].update(entry=str(checkout / "pretrain_gpt.py"), checkout=str(checkout))
+    (tmp_path / "present").mkdir()
+    done = node_checks(tmp_path / "present", [launch])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip() == "megatron trainer on node 0: accepted: by megatron_args"

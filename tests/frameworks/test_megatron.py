@@ -9,6 +9,7 @@ import yaml
 
 from pocforge.frameworks import ADAPTERS, LaunchContext
 from pocforge.frameworks.megatron import megatron_args, primus_experiment
+from pocforge.runtimes import plan_nodes
 from pocforge.spec import load_spec
 from pocforge.training.megatron_driver import parse
 
@@ -81,6 +82,25 @@ def test_gpu_launch_is_torchrun_per_node_with_pretrain_gpt():
         assert launch.env["CUDA_DEVICE_MAX_CONNECTIONS"] == "1"
         # No CPU default leaks into the GPU plan.
         assert not any("megatron_driver" in part or part == "gloo" for part in argv)
+
+
+def test_megatron_lm_is_found_where_the_image_keeps_it():
+    """AMD's current training image (rocm/primus) keeps Megatron-LM inside Primus's checkout;
+    the 2025 rocm/megatron-lm path would name a file the image does not have. A POC's own
+    ``path`` wins, and a venv (no image) keeps the usual place."""
+    spec = poc("llama-3.1-8b-bf16-mi300x-megatron")
+    assert spec.training.runtime.image == "docker.io/rocm/primus:v26.9"
+
+    def entry_of(spec) -> str:
+        (launch,) = plan_nodes(spec, LaunchContext(repo=REPO, python="python"))
+        return next(part for part in launch.argv if part.endswith("pretrain_gpt.py"))
+
+    assert entry_of(spec) == "/workspace/Primus/third_party/Megatron-LM/pretrain_gpt.py"
+    spec.training.megatron.path = "/opt/Megatron-LM"
+    assert entry_of(spec) == "/opt/Megatron-LM/pretrain_gpt.py"
+    spec.training.megatron.path = None
+    spec.training.runtime = spec.training.runtime.model_copy(update={"kind": "venv"})
+    assert entry_of(spec) == "/workspace/Megatron-LM/pretrain_gpt.py"
 
 
 def test_cpu_launch_runs_the_kits_driver_with_arguments_it_reads():

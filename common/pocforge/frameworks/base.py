@@ -65,6 +65,9 @@ class LaunchContext:
     extra_env: dict[str, str] = field(default_factory=dict)
     node_rank: int | None = None  # which node of the plan this process is (multi-node)
     profile_dir: str | None = None  # where the server writes profiler traces (default: PROFILE_DIR)
+    # where the runtime's image keeps a framework's checkout, by training.megatron.entry
+    # (the kit's image catalog); {} uses the entry's usual place
+    checkouts: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def local(cls, repo: Path | None = None, **kwargs) -> LaunchContext:

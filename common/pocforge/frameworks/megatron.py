@@ -1,16 +1,18 @@
 """Megatron-LM: spec -> Megatron-LM's command-line arguments and the launch per node.
 
 On GPU nodes every node runs ``torchrun`` for its own ranks with Megatron-LM's
-``pretrain_gpt.py`` (the ROCm/Megatron-LM and NGC containers keep the checkout at
-``/workspace/Megatron-LM``), or AMD Primus's ``examples/megatron/pretrain.py`` with an
+``pretrain_gpt.py`` (where the image keeps it: AMD's rocm/primus images in Primus's
+``third_party/Megatron-LM``, NGC's with the checkout mounted at ``/workspace/Megatron-LM``),
+or AMD Primus's ``examples/megatron/pretrain.py`` with an
 experiment file whose ``overrides`` are the same arguments. On a ``cpu`` cluster the ranks
 run the kit's own driver, ``pocforge.training.megatron_driver``, which trains with
 Megatron-Core on gloo and reads the same arguments (a subset), so one renderer serves
 both paths and the CPU test runs the arguments the GPU gets.
 
 Megatron-LM's argument parser (``megatron.training.arguments``) is not on the package
-registry; :meth:`MegatronAdapter.check` runs it where the node's interpreter has it and
-otherwise checks the layout with Megatron-Core's own ``TransformerConfig``.
+registry; :meth:`MegatronAdapter.check` runs it where the interpreter has it and
+otherwise checks the layout with Megatron-Core's own ``TransformerConfig``. A node's check
+(:meth:`MegatronAdapter.check_items`) runs in its image with the image's checkout.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ from pocforge.spec.planning import facts_of
 from pocforge.spec.training_schema import MegatronLayout
 
 MASTER_PORT = 29500
+# Primus's entry in its checkout; its Megatron-LM is the submodule in third_party/
+PRIMUS_ENTRY = "/examples/megatron/pretrain.py"
 # Primus names its model files after the model (primus/configs/models/megatron/<name>.yaml).
 PRIMUS_MODELS = {
     "meta-llama/Llama-3.1-8B": "llama3.1_8B",
@@ -311,11 +315,11 @@ class MegatronAdapter:
             files["primus-exp.yaml"] = yaml.safe_dump(primus_experiment(spec), sort_keys=False)
             # Primus's run scripts: MEGATRON_PATH=${PRIMUS_PATH}/third_party/Megatron-LM,
             # PYTHONPATH=${MEGATRON_PATH}:${PRIMUS_PATH}
-            primus = layout.checkout
-            entry = [f"{primus}/examples/megatron/pretrain.py", "--exp", "primus-exp.yaml"]
+            primus = layout.checkout(ctx.checkouts)
+            entry = [f"{primus}{PRIMUS_ENTRY}", "--exp", "primus-exp.yaml"]
             env["PYTHONPATH"] = f"{primus}/third_party/Megatron-LM:{primus}"
         else:
-            entry = [f"{layout.checkout}/pretrain_gpt.py", *megatron_args(spec)]
+            entry = [f"{layout.checkout(ctx.checkouts)}/pretrain_gpt.py", *megatron_args(spec)]
         own = training.runtime.env  # the POC's value wins: left for plan_deployment
         for key, value in training_env(self.name, cluster.gpu).items():
             if key not in own:
@@ -353,16 +357,39 @@ class MegatronAdapter:
         return launches
 
     def check(self, launches: list[NodeLaunch], ctx: LaunchContext) -> list[tuple[NodeLaunch, str]]:
-        """Megatron-LM's own argument parser where the node's interpreter has it, else
-        Megatron-Core's ``TransformerConfig`` built from the arguments."""
-        return rejected(self.check_items(launches), ctx.python, "Megatron rejects the arguments")
+        """The arguments here (``validate``): Megatron-LM's own parser where ``ctx.python``
+        has it, else Megatron-Core's ``TransformerConfig`` built from them. The nodes'
+        checkouts are not here: a node's own check holds the launch to its image's."""
+        here = [
+            (one, script, {"argv": item["argv"], "world_size": item["world_size"]})
+            for one, script, item in self.check_items(launches)
+        ]
+        return rejected(here, ctx.python, "Megatron rejects the arguments")
 
-    def check_items(self, launches: list[NodeLaunch]) -> list[tuple[NodeLaunch, str, object]]:
+    def check_items(self, launches: list[NodeLaunch]) -> list[tuple[NodeLaunch, str, dict]]:
+        """A node's check: the arguments under the image's Megatron-LM (its checkout on the
+        path), and the entry script there at all."""
         return [
-            (one, "megatron_args", {"argv": _megatron_argv(one), "world_size": _world_size(one)})
+            (
+                one,
+                "megatron_args",
+                {"argv": _megatron_argv(one), "world_size": _world_size(one), **_checkout_of(one)},
+            )  # fmt: skip
             for one in launches
             if one.role != "convert"
         ]
+
+
+def _checkout_of(launch: NodeLaunch) -> dict[str, str]:
+    """The entry script a GPU launch runs and the Megatron-LM checkout it imports ({} for
+    the kit's CPU driver, a module of the kit)."""
+    for part in launch.argv:
+        if part.endswith("/pretrain_gpt.py"):
+            return {"entry": part, "checkout": part.rsplit("/", 1)[0]}
+        if part.endswith(PRIMUS_ENTRY):
+            primus = part[: -len(PRIMUS_ENTRY)]
+            return {"entry": part, "checkout": f"{primus}/third_party/Megatron-LM"}
+    return {}
 
 
 def _megatron_argv(launch: NodeLaunch) -> list[str]:

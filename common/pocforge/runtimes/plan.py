@@ -15,6 +15,7 @@ from pocforge.runtimes.resolve import (
     WHEELS,
     Deployment,
     ResolvedRuntime,
+    image_checkouts,
     node_poc_dir,
     resolve,
 )
@@ -49,7 +50,8 @@ def runtime_context(runtime: ResolvedRuntime, base: LaunchContext) -> LaunchCont
     if runtime.kind == "kit":
         return base
     python = runtime.node_python
-    return dataclasses.replace(base, python=python, sglang_python=python)
+    checkouts = image_checkouts(runtime.image) if runtime.kind == "container" else {}
+    return dataclasses.replace(base, python=python, sglang_python=python, checkouts=checkouts)
 
 
 def _in_venv(launch: NodeLaunch, runtime: ResolvedRuntime) -> NodeLaunch:

@@ -63,15 +63,28 @@ def default_image(framework: str, vendor: str, arch: str) -> str | None:
     return entry["image"] if entry else None
 
 
-def catalog_version(image: str) -> tuple[bool, str | None]:
-    """(whether the kit's catalog lists ``image``, the framework version inside it: None
-    where the catalog does not record one)."""
+def _catalog_entry(image: str) -> dict | None:
+    """The kit's catalog entry of ``image`` (None: an image the catalog does not list)."""
     for vendors in default_images().values():
         for per_vendor in vendors.values():
             for entry in per_vendor.values():
                 if entry["image"] == image:
-                    return True, entry.get("version")
-    return False, None
+                    return entry
+    return None
+
+
+def catalog_version(image: str) -> tuple[bool, str | None]:
+    """(whether the kit's catalog lists ``image``, the framework version inside it: None
+    where the catalog does not record one)."""
+    entry = _catalog_entry(image)
+    return (False, None) if entry is None else (True, entry.get("version"))
+
+
+def image_checkouts(image: str | None) -> dict[str, str]:
+    """Where a framework's checkouts are inside ``image`` (by ``training.megatron.entry``),
+    as the catalog records them; {} for an image it does not list."""
+    entry = _catalog_entry(image) if image else None
+    return dict((entry or {}).get("checkouts") or {})
 
 
 def resolve(spec: PocSpec, deployment: Deployment) -> ResolvedRuntime:

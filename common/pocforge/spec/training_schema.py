@@ -100,7 +100,7 @@ class MegatronLayout(Strict):
     )
     path: str | None = Field(
         None,
-        description="The checkout on the nodes of what `entry` runs; default by entry: Megatron-LM at `/workspace/Megatron-LM` (the ROCm and NGC training containers), Primus at `/workspace/Primus` (AMD's rocm/megatron-lm images; its Megatron-LM in `third_party/Megatron-LM`).",
+        description="The checkout on the nodes of what `entry` runs; default: where the kit's image catalog says the image keeps it (AMD's rocm/primus images: Primus at `/workspace/Primus`, its Megatron-LM at `/workspace/Primus/third_party/Megatron-LM`), else by entry: Megatron-LM at `/workspace/Megatron-LM` (NGC's containers with the checkout mounted there, ROCm's rocm/megatron-lm images), Primus at `/workspace/Primus`.",
     )
     data: MegatronData = Field(
         default_factory=MegatronData, description="Mock data or a preprocessed dataset."
@@ -110,10 +110,11 @@ class MegatronLayout(Strict):
         description="More Megatron-LM arguments, appended as written (checked by Megatron's parser where it is installed).",
     )
 
-    @property
-    def checkout(self) -> str:
-        """Where ``entry``'s code is on the nodes (``path``, else the entry's default)."""
-        return self.path or CHECKOUTS[self.entry]
+    def checkout(self, in_image: dict[str, str]) -> str:
+        """Where ``entry``'s code is on the nodes: ``path``, else where the image keeps it
+        (``in_image``: the catalog's checkouts of the runtime's image), else the entry's
+        usual place."""
+        return self.path or in_image.get(self.entry) or CHECKOUTS[self.entry]
 
     @property
     def model_parallel(self) -> int:

@@ -7,8 +7,10 @@ package registry has no Megatron-LM): the layout and model arguments build Megat
 ``TransformerConfig``, whose checks (heads and query groups divisible by TP, sequence
 parallel needs TP, MoE and recompute settings) run in its ``__post_init__``.
 
-Input: JSON list of ``{"argv": [...], "world_size": N}``; output: JSON list of
-error-or-null.
+Input: JSON list of ``{"argv": [...], "world_size": N}``, on a node also ``"entry"`` (the
+script the launch runs) and ``"checkout"`` (the Megatron-LM it imports, put on ``sys.path``):
+an entry the runtime does not have is refused, as the launch would fail; output: JSON list
+of error-or-null.
 """
 
 import argparse
@@ -109,14 +111,32 @@ def check_with_megatron_core(argv, world_size):
     return None
 
 
+def missing_entry(item):
+    """Why the launch cannot start in this runtime (None: its entry script is here)."""
+    entry = item.get("entry")
+    if entry is None or os.path.isfile(entry):
+        return None
+    return (
+        f"{entry} is not in this runtime: set training.megatron.path to where its image "
+        "keeps the checkout"
+    )
+
+
 def main() -> None:
+    items = json.load(sys.stdin)
+    # every checkout before the first import: a `megatron` package imported from
+    # Megatron-Core's install would not see a checkout added after it
+    for item in items:
+        checkout = item.get("checkout")
+        if checkout and os.path.isdir(checkout) and checkout not in sys.path:
+            sys.path.insert(0, checkout)
     try:
         import megatron.training.arguments  # noqa: F401
 
         check = check_with_megatron_lm
     except ImportError:
         check = check_with_megatron_core
-    results = [check(item["argv"], item["world_size"]) for item in json.load(sys.stdin)]
+    results = [missing_entry(item) or check(item["argv"], item["world_size"]) for item in items]
     print(json.dumps(results))
 
 
