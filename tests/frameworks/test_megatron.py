@@ -10,6 +10,7 @@ import yaml
 from pocforge.frameworks import ADAPTERS, LaunchContext
 from pocforge.frameworks.megatron import megatron_args, primus_experiment
 from pocforge.runtimes import plan_nodes
+from pocforge.runtimes.resolve import default_image
 from pocforge.spec import load_spec
 from pocforge.training.megatron_driver import parse
 
@@ -90,6 +91,7 @@ def test_megatron_lm_is_found_where_the_image_keeps_it():
     ``path`` wins, and a venv (no image) keeps the usual place."""
     spec = poc("llama-3.1-8b-bf16-mi300x-megatron")
     assert spec.training.runtime.image == "docker.io/rocm/primus:v26.9"
+    assert default_image("megatron", "amd", "gfx942") == spec.training.runtime.image
 
     def entry_of(spec) -> str:
         (launch,) = plan_nodes(spec, LaunchContext(repo=REPO, python="python"))
@@ -199,6 +201,7 @@ def test_amd_training_gets_the_recipes_variables_and_the_poc_wins():
     """AMD's Megatron recipe (Primus examples README) sets HSA_NO_SCRATCH_RECLAIM=1 and
     NVTE_CK_USES_BWD_V3=1 everywhere, NVTE_CK_IS_V3_ATOMIC_FP32=1 on MI300X/MI325X only."""
     from pocforge.runtimes import plan_nodes
+from pocforge.runtimes.resolve import default_image
 
     mi300x = plan_nodes(poc("llama-3.1-8b-bf16-mi300x-megatron"), LaunchContext(repo=REPO))
     env = mi300x[0].runtime["env"]
