@@ -200,9 +200,6 @@ def test_validate_says_megatron_lms_own_flags_went_unchecked():
 def test_amd_training_gets_the_recipes_variables_and_the_poc_wins():
     """AMD's Megatron recipe (Primus examples README) sets HSA_NO_SCRATCH_RECLAIM=1 and
     NVTE_CK_USES_BWD_V3=1 everywhere, NVTE_CK_IS_V3_ATOMIC_FP32=1 on MI300X/MI325X only."""
-    from pocforge.runtimes import plan_nodes
-from pocforge.runtimes.resolve import default_image
-
     mi300x = plan_nodes(poc("llama-3.1-8b-bf16-mi300x-megatron"), LaunchContext(repo=REPO))
     env = mi300x[0].runtime["env"]
     assert (env["HSA_NO_SCRATCH_RECLAIM"], env["NVTE_CK_USES_BWD_V3"]) == ("1", "1")
