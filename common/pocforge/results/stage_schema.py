@@ -115,6 +115,11 @@ class CollectiveResult(Doc):
         description="The platform's reference bus bandwidth (GB/s) for this collective and "
         "scope, the one the cluster stage compared against; None when there is none.",
     )
+    notes: list[str] = Field(
+        default_factory=list,
+        description="What the numbers cannot say exactly (a table cut before its trailer, an "
+        "'error' column read as wrong values).",
+    )
 
 
 class HealthCheck(Doc):

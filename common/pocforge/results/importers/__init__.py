@@ -100,7 +100,9 @@ def parse(
             f"--{', --'.join(refused)}: for training logs ({', '.join(TRAINING_FORMATS)}), "
             f"not {fmt}"
         )
-    imported = module.parse(files, workload=workload, gpus=gpus)
+    # one reader serves both collective formats: the format named labels the result
+    named = {"tool": fmt} if FORMATS[fmt] == "nccl_tests" else {}
+    imported = module.parse(files, workload=workload, gpus=gpus, **named)
     for result in imported.serving:
         result.gpu = result.gpu or gpu
     return imported

@@ -1,107 +1,45 @@
-"""Parse rccl-tests / nccl-tests output and turn it into acceptance checks.
+"""rccl-tests / nccl-tests output -> the collectives role's acceptance checks.
 
-Both tools print the same table (rccl-tests is a fork of nccl-tests)::
-
-    #       size         count      type   redop    root     time   algbw   busbw #wrong     time ...
-     8589934592    2147483648     float     sum      -1    47617  180.40  315.69      0    47584 ...
-
-per message size: an out-of-place and an in-place group of (time us, algbw GB/s, busbw GB/s,
-#wrong). Older versions have no ``root`` column and print ``error`` (the largest numerical
-error, with ``*`` when above tolerance) instead of the ``#wrong`` count; ``alltoall`` prints
-``N/A`` for the in-place ``#wrong``. Lines may carry an ``mpirun --tag-output`` prefix
-(``[1,0]<stdout>:``). Standard library only, so that the kit's tests import it directly.
+The output is read by the kit's one nccl-tests reader
+(:mod:`pocforge.results.importers.nccl_table`, also behind ``pocforge import``): every
+table layout, launcher prefixes, several runs in one output. Ansible runs this filter in
+its controller process, the kit's own Python, where the kit is importable.
 """
 
 from __future__ import annotations
 
-import re
-
-_TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")
-_RANK = re.compile(r"^#\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*)$")
-_NUM = re.compile(r"^-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")
-
-
-def _number(token):
-    token = token.rstrip("*")
-    if _NUM.match(token):
-        value = float(token)
-        return (
-            int(value)
-            if value.is_integer() and "." not in token and "e" not in token.lower()
-            else value
-        )
-    return None
+from pocforge.results.importers.nccl_table import TableRun, collective_name, read_runs
 
 
 def parse_nccl_tests(text, op=None):
-    """Parse one run's output into a dict (rows, peak and average busbw, #wrong total).
+    """One run's output as a dict (rows, peak and average busbw, #wrong total); of several
+    runs, the last.
 
     ``op`` names the collective when the output does not (older versions print no
-    "Collective test starting" line); a ``_perf`` suffix is dropped.
+    "Collective test starting" line); a ``_perf`` / ``_perf_mpi`` suffix is dropped.
     """
-    lines = [_TAG.sub("", line).rstrip() for line in (text or "").splitlines()]
+    runs = read_runs(text)
+    run = runs[-1] if runs else TableRun()
+    name = run.collective or (collective_name(op) if op else None)
     result = {
-        "op": None,
-        "ranks": [],
-        "nranks": 0,
-        "hosts": [],
-        "devices": [],
-        "rows": [],
-        "columns": [],
-        "wrong_metric": None,
-        "avg_busbw": None,
-        "out_of_bounds": None,
+        "op": name,
+        "ranks": run.ranks,
+        "nranks": len(run.ranks),
+        "hosts": sorted({r["host"] for r in run.ranks}),
+        "devices": sorted({r["device"] for r in run.ranks if r["device"]}),
+        "rows": run.rows,
+        "columns": run.columns,
+        "wrong_metric": ("#wrong" if run.counts_wrong else "error") if run.columns else None,
+        "avg_busbw": run.avg_busbw,
+        "out_of_bounds": run.out_of_bounds,
         "peak_busbw": None,
         "peak_busbw_size": None,
-        "max_size": None,
+        "max_size": max((row["size"] for row in run.rows), default=None),
         "wrong_total": 0,
-        "version": None,
+        "version": run.version,
     }
-    columns = None
-    for line in lines:
-        stripped = line.strip()
-        match = re.search(r"Collective test starting:\s*(\w+)", stripped)
-        if match:
-            result["op"] = match.group(1)
-            continue
-        match = re.match(
-            r"(?:#\s*)?(rccl-tests|nccl-tests)(?::\s*Version|\s+version)\s+(\S+)", stripped
-        )
-        if match:
-            result["version"] = f"{match.group(1)} {match.group(2)}"
-            continue
-        match = _RANK.match(stripped)
-        if match:
-            rank, host, _dev, bus, name = match.groups()
-            result["ranks"].append(
-                {"rank": int(rank), "host": host, "bus_id": bus, "device": name.strip()}
-            )
-            continue
-        if stripped.startswith("#") and " size " in f" {stripped[1:]} " and "busbw" in stripped:
-            columns = stripped.lstrip("#").split()
-            continue
-        match = re.match(r"#\s*Avg bus bandwidth\s*:\s*([\d.eE+-]+)", stripped)
-        if match:
-            result["avg_busbw"] = float(match.group(1))
-            continue
-        match = re.match(r"#\s*Out of bounds values\s*:\s*(\d+)", stripped)
-        if match:
-            result["out_of_bounds"] = int(match.group(1))
-            continue
-        if columns and stripped and not stripped.startswith("#"):
-            row = _row(stripped.split(), columns)
-            if row is not None:
-                result["rows"].append(row)
-    if columns:
-        result["columns"] = columns
-        result["wrong_metric"] = "#wrong" if "#wrong" in columns else "error"
-    result["nranks"] = len(result["ranks"])
-    result["hosts"] = sorted({r["host"] for r in result["ranks"]})
-    result["devices"] = sorted({r["device"] for r in result["ranks"] if r["device"]})
-    name = result["op"] or op
-    result["op"] = re.sub(r"_perf(_mpi)?$", "", name) if name else None
     best = None
-    for row in result["rows"]:
+    for row in run.rows:
         for placement in ("out_of_place", "in_place"):
             cell = row[placement]
             if cell["busbw"] is not None and (best is None or cell["busbw"] > best[0]):
@@ -110,36 +48,7 @@ def parse_nccl_tests(text, op=None):
                 result["wrong_total"] += cell["wrong"]
     if best:
         result["peak_busbw"], result["peak_busbw_size"] = best
-    if result["rows"]:
-        result["max_size"] = max(row["size"] for row in result["rows"])
     return result
-
-
-def _row(tokens, columns):
-    """One data line -> dict, or None when it is not a data line."""
-    lead = columns.index("time")  # size count type redop [root]
-    if len(tokens) != len(columns) or _number(tokens[0]) is None:
-        return None
-    row = {
-        "size": _number(tokens[0]),
-        "count": _number(tokens[1]),
-        "type": tokens[2],
-        "redop": tokens[3],
-        "root": _number(tokens[4]) if lead == 5 else None,
-    }
-    for placement, start in (("out_of_place", lead), ("in_place", lead + 4)):
-        time_us, algbw, busbw, wrong = tokens[start : start + 4]
-        if columns[start + 3] == "#wrong":
-            wrong_value = None if wrong == "N/A" else _number(wrong)
-        else:  # older "error" column: a float, starred when above tolerance
-            wrong_value = 1 if wrong.endswith("*") else 0
-        row[placement] = {
-            "time_us": _number(time_us),
-            "algbw": _number(algbw),
-            "busbw": _number(busbw),
-            "wrong": wrong_value,
-        }
-    return row
 
 
 def collective_checks(parsed, reference=None, fraction=0.95, scope="intra_node", platform=""):
