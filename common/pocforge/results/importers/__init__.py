@@ -31,7 +31,7 @@ from typing import Any
 
 from pocforge.atomic import sha256_file
 from pocforge.catalog import gpu_names
-from pocforge.results.importers.common import Imported, ResultImportError
+from pocforge.results.importers.common import Imported, ResultImportError, honest_point
 from pocforge.results.importers.training import DTYPES
 from pocforge.results.store import Run, RunStore
 
@@ -105,6 +105,7 @@ def parse(
     imported = module.parse(files, workload=workload, gpus=gpus, **named)
     for result in imported.serving:
         result.gpu = result.gpu or gpu
+        result.points = [honest_point(point) for point in result.points]
     return imported
 
 

@@ -102,5 +102,21 @@ def point_id(concurrency: Any, rate: Any) -> tuple[str, str, float | None]:
     return "point", "unknown", None
 
 
+def honest_point(point: ServingPoint) -> ServingPoint:
+    """A point where no request completed is ``failed``: the latencies and rates a tool
+    prints over no requests (vLLM: 0.0 ms, the best point on any chart) are not a run's,
+    so only its error rate is kept."""
+    if point.requests != 0:
+        return point
+    kept = {k: v for k, v in point.metrics.items() if k == "error_rate"}
+    caveat = (
+        f"no request completed ({point.failed or 0} failed): the tool's latencies and rates "
+        "over no requests are left out"
+    )
+    return point.model_copy(
+        update={"status": "failed", "metrics": kept, "caveats": [*point.caveats, caveat]}
+    )
+
+
 def sort_points(points: list[ServingPoint]) -> list[ServingPoint]:
     return sorted(points, key=lambda p: (p.mode, p.value if p.value is not None else 0.0, p.id))

@@ -5,7 +5,8 @@ Keys read: ``max_concurrency``/``request_rate`` (the point), ``completed``, ``fa
 ``request_goodput`` and ``<stat>_<ttft|tpot|itl|e2el>_ms``. With ``--save-detailed`` the
 per-request arrays (``ttfts``, ``itls``, ``latencies`` in seconds, ``output_lens``,
 ``input_lens``, ``start_times``, ``queue_times``, ``errors``) become per-request records in
-the serving benchmark's format, so verdicts get bootstrap intervals.
+the serving benchmark's format, so verdicts get bootstrap intervals; where a file has no
+``latencies`` (vLLM 0.1x), a request's E2EL is its TTFT plus its inter-chunk gaps.
 """
 
 from __future__ import annotations
@@ -98,6 +99,8 @@ def records(data: dict[str, Any], pid: str) -> list[Any]:
     """Per-request records from a ``--save-detailed`` result (times converted to ms)."""
     from pocforge.bench.records import RequestRecord
 
+    # vLLM before ``latencies`` was saved (0.1x): a request's E2EL is its TTFT plus its
+    # inter-chunk gaps, the same stream timestamps latency is taken from
     ttfts, lats = data.get("ttfts") or [], data.get("latencies") or []
     starts = data.get("start_times") or [0.0] * len(ttfts)
     t0 = min(starts) if starts else 0.0
@@ -107,7 +110,12 @@ def records(data: dict[str, Any], pid: str) -> list[Any]:
         error = (data.get("errors") or [""] * len(ttfts))[i] or None
         out_len = (data.get("output_lens") or [None] * len(ttfts))[i]
         ok = error is None and ttft is not None and ttft > 0
-        e2el = lats[i] * 1000.0 if ok and i < len(lats) else None
+        if ok and i < len(lats):
+            e2el = lats[i] * 1000.0
+        elif ok and "latencies" not in data:
+            e2el = (ttft + sum(data["itls"][i])) * 1000.0
+        else:
+            e2el = None
         ttft_ms = ttft * 1000.0 if ok else None
         tpot = (
             (e2el - ttft_ms) / (out_len - 1)

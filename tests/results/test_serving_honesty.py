@@ -1,0 +1,47 @@
+"""Honest serving points from real tool output: a point no request completed is failed,
+and per-request numbers that follow from a file's own arrays are derived, not left out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pocforge.results.importers import parse
+from pocforge.results.importers.vllm import records
+
+D = Path(__file__).resolve().parents[1] / "data" / "importers"
+
+
+def test_a_point_where_every_request_failed_is_failed_with_no_latency():
+    """vLLM prints 0.0 ms for TTFT, TPOT, ITL and E2EL over no requests (here: 8 prompts
+    over the server's context, all refused): imported as ok, the best point on any chart."""
+    raw = json.loads((D / "vllm-failed-c2.json").read_text())
+    assert (raw["completed"], raw["failed"], raw["mean_ttft_ms"]) == (0, 8, 0.0)
+    (point,) = parse([D / "vllm-failed-c2.json"], "vllm").serving[0].points
+    assert (point.id, point.status, point.requests, point.failed) == ("c2", "failed", 0, 8)
+    assert point.metrics == {"error_rate": {"value": 1.0}}
+    assert point.caveats == [
+        "no request completed (8 failed): the tool's latencies and rates over no requests "
+        "are left out"
+    ]
+
+
+def test_a_point_with_completed_requests_keeps_its_numbers():
+    (point,) = parse([D / "vllm-c1.json"], "vllm").serving[0].points
+    assert point.status == "ok" and point.metrics["ttft_ms"]["mean"] > 0
+
+
+def test_e2el_and_tpot_follow_from_ttfts_and_itls_without_latencies():
+    """vLLM 0.1x's --save-detailed has no ``latencies``: each request's E2EL is its TTFT
+    plus its inter-chunk gaps (the stream timestamps vLLM's latency is taken from). Checked
+    on vLLM 0.32's file with ``latencies`` removed: the same numbers to the nanosecond."""
+    data = json.loads((D / "vllm-c4.json").read_text())
+    with_latencies = records(data, "c4")
+    del data["latencies"]
+    derived = records(data, "c4")
+    assert all(r.e2el_ms is not None and r.tpot_ms is not None for r in derived)
+    for full, rec in zip(with_latencies, derived, strict=True):
+        assert rec.e2el_ms == pytest.approx(full.e2el_ms, abs=1e-6)
+        assert rec.tpot_ms == pytest.approx(full.tpot_ms, abs=1e-6)
