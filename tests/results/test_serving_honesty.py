@@ -45,3 +45,41 @@ def test_e2el_and_tpot_follow_from_ttfts_and_itls_without_latencies():
     for full, rec in zip(with_latencies, derived, strict=True):
         assert rec.e2el_ms == pytest.approx(full.e2el_ms, abs=1e-6)
         assert rec.tpot_ms == pytest.approx(full.tpot_ms, abs=1e-6)
+
+
+def test_import_check_says_what_each_file_would_become_and_writes_nothing(tmp_path):
+    """``pocforge import --check``: per file its results, caveats and notes, or why it is
+    refused (exit 1), and no run written."""
+    from click.testing import CliRunner
+
+    from pocforge.cli.results import import_cmd
+
+    collectives = D.parent / "collectives"
+    files = [
+        str(D / "vllm-failed-c2.json"),
+        str(D / "vllm-c1.json"),
+        str(D / "sglang-c1.jsonl"),
+    ]
+    done = CliRunner().invoke(
+        import_cmd, [*files, "--format", "vllm", "--check", "--root", str(tmp_path)]
+    )
+    assert done.exit_code == 1, done.output
+    lines = done.output.splitlines()
+    assert lines[:3] == [
+        f"{files[0]}:",
+        "  serving, vllm (version not printed): c2 failed (0 ok, 8 failed)",
+        "    caveat c2: no request completed (8 failed): the tool's latencies and rates over "
+        "no requests are left out",
+    ]
+    assert lines[3:5] == [
+        f"{files[1]}:",
+        "  serving, vllm (version not printed): c1 ok (60 ok, 0 failed)",
+    ]
+    assert lines[5].startswith(f"{files[2]}: refused: ") and len(lines) == 6
+    runs = CliRunner().invoke(
+        import_cmd,
+        [str(collectives / "nccl_all_reduce_mpi_rtx5090_3runs_tagged.txt"), "--format",
+         "nccl-tests", "--check", "--root", str(tmp_path)],
+    )  # fmt: skip
+    assert runs.exit_code == 0 and runs.output.count("all_reduce over 2 ranks on 1 node(s)") == 3
+    assert not any(tmp_path.iterdir())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
@@ -140,6 +141,12 @@ def schema_cmd(out: str) -> None:
 @click.option(
     "--root", type=click.Path(file_okay=False), help="Results folder (default: results/)."
 )
+@click.option(
+    "--check",
+    is_flag=True,
+    help="Say what each file would become (tool, version, points or runs, caveats); write "
+    "no run. Exits 1 when a file is refused.",
+)
 def import_cmd(
     files: tuple[str, ...],
     fmt: str,
@@ -151,6 +158,7 @@ def import_cmd(
     seq_len: int | None,
     warmup: int | None,
     root: str | None,
+    check: bool,
 ) -> None:
     """Normalise other tools' result FILES into a run (one file per sweep point; one log
     for a training format: megatron-log, dgxc)."""
@@ -160,6 +168,10 @@ def import_cmd(
 
     if as_ref and (as_ref.count("/") > 1 or not as_ref.strip("/")):
         fail(f"--as {as_ref!r}: write it as POC or POC/RUN")
+    training = {"gpu": gpu, "dtype": dtype, "seq_len": seq_len, "warmup": warmup}
+    if check:
+        _check_files(files, fmt, workload, gpus, training)
+        return
     try:
         run = import_files(
             [Path(f) for f in files],
@@ -168,14 +180,34 @@ def import_cmd(
             as_ref=as_ref,
             workload=workload,
             gpus=gpus,
-            gpu=gpu,
-            dtype=dtype,
-            seq_len=seq_len,
-            warmup=warmup,
+            **training,
         )
     except (ResultImportError, RunError, SchemaError) as exc:
         fail(str(exc))
     click.echo(f"imported {len(files)} file(s) as {run.id} -> {run.path}")
+
+
+def _check_files(
+    files: tuple[str, ...], fmt: str, workload: str, gpus: int | None, training: dict
+) -> None:
+    """``import --check``: each file parsed on its own and described; exit 1 if one is
+    refused (each refusal said, the others still described)."""
+    from pocforge.results.importers import ResultImportError, parse
+    from pocforge.results.importers.describe import describe
+
+    refused = 0
+    for name in files:
+        try:
+            imported = parse([Path(name)], fmt, workload, gpus, **training)
+        except ResultImportError as exc:
+            refused += 1
+            click.echo(f"{name}: refused: {exc}")
+            continue
+        click.echo(f"{name}:")
+        for line in describe(imported):
+            click.echo(f"  {line}")
+    if refused:
+        sys.exit(1)
 
 
 def register(main: click.Group) -> None:
