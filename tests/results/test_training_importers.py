@@ -289,3 +289,33 @@ def test_cli_import_verify_report_of_a_training_log(tmp_path: Path) -> None:
     )  # fmt: skip
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
     assert "not a dgxc-benchmarking training log" in bad.stderr and "Traceback" not in bad.stderr
+
+
+# --------------------------------------------------------------------------- steady state
+
+
+def test_warm_up_is_found_by_what_it_is_and_said() -> None:
+    """Without --warmup the window starts where the run is steady: Primus' iteration 1
+    (306 s of setup) covers the first iteration and is left out; iterations 2–50 are within
+    5% of their median pace, so none more is; the note names the iterations used."""
+    result = parse([PRIMUS], "megatron-log").training
+    assert result.warmup_steps == 1
+    assert result.notes[1:3] == [
+        "warm-up by stability: the first logged line (iteration 1) covers the first iteration",
+        "rates are harmonic means over the 49 logged step(s) of iterations 2–50; "
+        "iterations <= 1 are warm-up",
+    ]
+
+
+def test_a_run_that_slows_down_later_keeps_its_fast_start() -> None:
+    """Warm-up is slow: the EPFL log (its first line iteration 2, 17 s; then 86–139 s as the
+    run degrades) leaves nothing out, where a two-sided rule would drop the fast start."""
+    result = parse([EPFL], "megatron-log", gpus=8).training
+    assert result.warmup_steps == 0
+    assert "no warm-up found: the first logged step is already steady" in result.notes
+
+
+def test_a_lone_first_iteration_is_warm_up_not_a_rate() -> None:
+    """FlagScale's log holds iteration 1 alone (271.6 s of setup): refused, not averaged."""
+    with pytest.raises(ResultImportError, match="no logged step after iteration 1 to average"):
+        parse([M / "flagscale_openseek_default0.log"], "megatron-log", gpus=8)

@@ -15,8 +15,10 @@ iteration line its TFLOP/s when that line has none.
 Options the log may not carry: the world size and sequence length are the arguments dump's
 ``world_size`` and ``seq_length`` when logged (``--gpus`` / ``--seq-len`` otherwise); the
 dtype is ``fp8`` when the dump's ``fp8`` is set, else ``bfloat16`` / ``float16`` from
-``bf16`` / ``fp16`` (``--dtype`` overrides). Warm-up: iteration 1 (allocation, compilation
-and the first data loads; ``--warmup N`` leaves out iterations <= N instead). One log per
+``bf16`` / ``fp16`` (``--dtype`` overrides). Warm-up: found by stability (the logged line
+covering iteration 1, then leading lines off the steady pace:
+:func:`~pocforge.results.importers.training.steady_start`); ``--warmup N`` leaves out
+iterations <= N instead. One log per
 import: a resumed run's logs are imported one at a time.
 """
 
@@ -37,7 +39,6 @@ from pocforge.results.stage_schema import DefinitionDifference
 from pocforge.training.megatron_log import MegatronLog, parse_text
 
 TOOL = "megatron-log"
-WARMUP = 1
 WHAT = "a Megatron-LM training log"
 _BRIDGE_STEP = re.compile(
     r"Step Time\s*:\s*([\d.]+)s\s+GPU utilization:\s*([\d.]+)\s*(?:MODEL_)?TFLOP/s/GPU"
@@ -173,7 +174,6 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None, **options) 
     given = TrainingOptions(gpus=gpus, **options)
     world, opts = options_from_log(path, log, given)
     notes = logged_options_notes(given, opts)
-    warmup = WARMUP if given.warmup is None else given.warmup
     result = training_result(
         path,
         logged_steps(log, text),
@@ -181,7 +181,7 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None, **options) 
         framework="megatron",
         world=world,
         options=opts,
-        warmup=warmup,
+        warmup=given.warmup,  # None: found by stability
         peak_memory_gb=peak_memory_gb(log),
         definitions=DEFINITIONS,
         differences=DIFFERENCES,

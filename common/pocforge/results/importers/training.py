@@ -6,7 +6,11 @@ derives and judges the same way:
 
 - **window**: the steps with ``warmup < iteration`` (and ``iteration <= last`` where the
   tool's own window ends: dgxc-benchmarking averages iterations 35–44); iteration numbers
-  are the tool's as printed (Megatron counts from 1, NeMo from 0);
+  are the tool's as printed (Megatron counts from 1, NeMo from 0). Without a warm-up
+  count (``--warmup N`` or the tool's own window), warm-up is found by what it is
+  (:func:`steady_start`): the logged line that covers the first iteration (setup,
+  compilation, the first data loads: with ``--log-interval 10`` the whole first line), then
+  every leading line more than 5% off the median pace of the lines after it;
 - **rates** over the window are harmonic means of the per-step rates
   (:func:`pocforge.stats.harmonic_mean`): with the same work in every step, total work /
   total time, the throughput the run delivered (as
@@ -90,6 +94,49 @@ def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) and value > 0 else None
 
 
+STABLE = 0.05  # a leading logged line more than 5% off the later lines' median is warm-up
+
+
+def _pace(step: LoggedStep) -> float | None:
+    """Seconds per iteration, or the inverse of a rate where the line prints no time."""
+    if (time := _finite(step.step_time_s)) is not None:
+        return time
+    rate = _finite(step.tflops_per_gpu) or _finite(step.tokens_per_s_per_gpu)
+    return 1.0 / rate if rate else None
+
+
+def steady_start(steps: list[LoggedStep]) -> tuple[int, str]:
+    """(the last warm-up iteration, 0 for none; why). Warm-up is the logged line covering
+    the run's first iteration (its interval reaches back to it: Megatron counts from 1,
+    NeMo from 0; a lone line, iteration 1 or 0), then each leading line more than
+    :data:`STABLE` slower than the median pace of the lines after it (warm-up is slow: a
+    run that slows down later keeps its fast start), never more than half of the lines."""
+    paced = [(s, pace) for s in steps if (pace := _pace(s)) is not None]
+    if not paced:
+        return 0, "no timed steps: no warm-up to find"
+    start, why = 0, []
+    first = paced[0][0].iteration
+    interval = paced[1][0].iteration - first if len(paced) > 1 else 1
+    if first <= interval:  # its interval starts at the run's first iteration
+        start, why = 1, [f"the first logged line (iteration {first}) covers the first iteration"]
+    while len(paced) - start >= 3 and start < len(paced) // 2:
+        rest = sorted(pace for _, pace in paced[start + 1 :])
+        median = rest[len(rest) // 2]
+        if paced[start][1] <= median * (1 + STABLE):
+            break
+        start += 1
+    if start > len(why):
+        why.append(
+            f"iterations through {paced[start - 1][0].iteration} are more than "
+            f"{STABLE:.0%} slower than the steady median pace"
+        )
+    if start == 0 and len(paced) < 3:
+        return 0, "too few logged steps to judge, none covering the first iteration: all averaged"
+    if start == 0:
+        return 0, "no warm-up found: the first logged step is already steady"
+    return paced[start - 1][0].iteration, "warm-up by stability: " + "; ".join(why)
+
+
 def _mfu(tflops_per_gpu: float, options: TrainingOptions, notes: list[str]) -> float | None:
     if not (options.gpu and options.dtype):
         missing = " and ".join(
@@ -116,14 +163,19 @@ def training_result(
     framework: str,
     world: int,
     options: TrainingOptions,
-    warmup: int,
+    warmup: int | None,
     last: int | None = None,
     peak_memory_gb: float | None = None,
     definitions: dict[str, str],
     differences: list[DefinitionDifference],
     notes: list[str],
 ) -> TrainingResult:
-    """The :class:`TrainingResult` of ``steps`` (see the module docstring for each number)."""
+    """The :class:`TrainingResult` of ``steps`` (see the module docstring for each number);
+    ``warmup`` None: found by :func:`steady_start`."""
+    notes = list(notes)
+    if warmup is None:
+        warmup, why = steady_start(steps)
+        notes.append(why)
     window = [s for s in steps if s.iteration > warmup and (last is None or s.iteration <= last)]
     if not window:
         seen = max((s.iteration for s in steps), default=None)
@@ -134,7 +186,6 @@ def training_result(
             f"{path}: no logged step {span} to average (last logged: {seen}); "
             "give --warmup N to leave out only iterations <= N"
         )
-    notes = list(notes)
     tokens = []
     for s in window:
         rate = _finite(s.tokens_per_s_per_gpu)
