@@ -319,3 +319,13 @@ def test_a_lone_first_iteration_is_warm_up_not_a_rate() -> None:
     """FlagScale's log holds iteration 1 alone (271.6 s of setup): refused, not averaged."""
     with pytest.raises(ResultImportError, match="no logged step after iteration 1 to average"):
         parse([M / "flagscale_openseek_default0.log"], "megatron-log", gpus=8)
+
+
+def test_nemo_steps_are_the_runs_global_steps_across_epochs() -> None:
+    """NeMo's 'iteration N/M' restarts every epoch: a log of epochs 1 and 2 is keyed by its
+    global_step (19, 29, 45, 46, 48), never 0, 10, 7, 8, 10."""
+    log = DGXC / "nemo2_l40s_two_epochs_awsome_k8s.log"
+    result = parse([log], "dgxc", gpus=4, warmup=0).training
+    assert [s.step for s in result.steps] == [19, 29, 45, 46, 48]
+    assert [s.step_time_s for s in result.steps] == [46.86, 46.84, 47.12, 47.15, 46.81]
+    assert "iterations 19–48" in result.notes[1]

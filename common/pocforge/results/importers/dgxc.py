@@ -10,7 +10,8 @@ result, read as dgxc-benchmarking's own parser reads them
     TFLOPS_per_GPU: 85.8
 
   (one line; the fields' order varies between releases; Slurm may prefix ``0: ``).
-  Iterations count from 0; ``max_memory_allocated`` is in bytes.
+  A step is its ``global_step`` (the iteration counts within an epoch and starts again
+  at 0 in the next); ``max_memory_allocated`` is in bytes.
 - **Megatron-Bridge** recipes (``megatron_bridge``): Megatron's iteration lines and
   Bridge's ``Step Time : …s GPU utilization: …MODEL_TFLOP/s/GPU``, read as the
   ``megatron-log`` importer reads them.
@@ -108,9 +109,17 @@ def nemo_steps(text: str, path: Path) -> tuple[list[LoggedStep], float | None]:
         gbs = _number(fields, "global_batch_size")
         if (allocated := _number(fields, "max_memory_allocated")) is not None:
             memory.append(allocated / 1e9)
+        # the step is the run's global_step: NeMo's "iteration N/M" counts within an epoch
+        # (two epochs would give 0, 10, 7, 8, 10), PyTorch Lightning's global_step does not
+        step = _number(fields, "global_step")
+        if step is None and int(m.group(1)) > 0:
+            raise ResultImportError(
+                f"{path}:{number}: a step of epoch {m.group(1)} without 'global_step': its "
+                "place in the run is unknown (the iteration counts within the epoch)"
+            )
         steps.append(
             LoggedStep(
-                iteration=int(m.group(2)),
+                iteration=int(step) if step is not None else int(m.group(2)),
                 line=number,
                 step_time_s=seconds,
                 loss=_number(fields, "reduced_train_loss"),
