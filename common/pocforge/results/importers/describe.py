@@ -16,7 +16,14 @@ def _tool(tool: str, version: str | None) -> str:
 def _serving(result: ServingResult) -> list[str]:
     points = ", ".join(
         f"{p.id} {p.status}"
-        + (f" ({p.requests} ok, {p.failed or 0} failed)" if p.requests is not None else "")
+        + (f" ({p.requests} ok" if p.requests is not None else "")
+        + (
+            f", {p.failed} failed)"
+            if p.failed is not None
+            else ")"
+            if p.requests is not None
+            else ""
+        )
         for p in result.points
     )
     lines = [f"serving, {_tool(result.tool, result.tool_version)}: {points or 'no points'}"]

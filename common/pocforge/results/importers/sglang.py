@@ -4,6 +4,18 @@ The keys follow vLLM's, except ``<stat>_e2e_latency_ms`` for end-to-end latency 
 ``total_throughput`` for input + output tokens per second. ``--output-details`` adds
 per-request ``ttfts`` and ``itls`` but no latencies or send times, so no per-request
 records are kept: verdicts on SGLang results use the point values.
+
+Two layouts, told apart by ``total_throughput``:
+
+- **since 2025** (SGLang 0.4.x late releases on): every statistic, ``request_throughput``
+  and ``total_throughput``;
+- **late 2024** (``sglang.bench_serving`` of SGLang 0.4.0): the median TTFT and ITL, the
+  mean and median E2E latency, ``output_throughput`` and the token totals only. Request and
+  total token throughput follow from ``completed``, the totals and ``duration`` as the
+  tool itself computes them, and are derived; the rest is absent, and said.
+
+A file appended run after run holds one point per line; runs at the same load point on
+different datasets are told apart by the dataset (``c1-sharegpt``), never merged.
 """
 
 from __future__ import annotations
@@ -44,11 +56,32 @@ DIFFERENCES = [
         effect="essentially the same instant",
     ),
 ]
-REQUIRED = ("completed", "duration", "output_throughput", "total_throughput", "mean_ttft_ms")
+REQUIRED = ("completed", "duration", "output_throughput", "median_ttft_ms", "median_e2e_latency_ms")
+LATE_2024 = (
+    "SGLang bench_serving of late 2024 (no total_throughput): only the median TTFT and ITL and "
+    "the mean and median E2E latency are in the file; request and total token throughput are "
+    "derived from its completed requests, token totals and duration as the tool computes them"
+)
+
+
+def _derived(data: dict[str, Any]) -> dict[str, Any]:
+    """The late-2024 layout's throughputs, from its own totals (``bench_serving.py`` of
+    SGLang 0.4.0: ``completed / dur_s`` and ``(total_input + sum(output_lens)) / dur_s``)."""
+    if "total_throughput" in data or not data["duration"]:
+        return data
+    duration = float(data["duration"])
+    out = dict(data)
+    out["request_throughput"] = data["completed"] / duration
+    if "total_input_tokens" in data and "total_output_tokens" in data:
+        out["total_throughput"] = (
+            data["total_input_tokens"] + data["total_output_tokens"]
+        ) / duration
+    return out
 
 
 def _point(data: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
     require(data, REQUIRED, path, "sglang bench_serving")
+    data = _derived(data)
     rate = data.get("request_rate")
     rate = float(rate) if isinstance(rate, int | float) and rate != float("inf") else None
     pid, mode, value = point_id(data.get("max_concurrency"), rate)
@@ -87,17 +120,36 @@ def _point(data: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
     )
 
 
+def _apart(rows: list[tuple[dict[str, Any], ServingPoint]]) -> tuple[list[ServingPoint], list[str]]:
+    """The points of every run, those at one load point told apart by their dataset; a
+    rerun of the same point on the same dataset replaces the earlier one, said."""
+    datasets: dict[str, set] = {}
+    for row, point in rows:
+        datasets.setdefault(point.id, set()).add(row.get("dataset_name"))
+    kept: dict[str, ServingPoint] = {}
+    notes = []
+    for row, point in rows:
+        if len(datasets[point.id]) > 1:
+            point = point.model_copy(update={"id": f"{point.id}-{row.get('dataset_name')}"})
+        if point.id in kept:
+            notes.append(f"point {point.id}: a later run of the same point replaced an earlier one")
+        kept[point.id] = point
+    return list(kept.values()), notes
+
+
 def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported:
-    points: list[ServingPoint] = []
+    runs: list[tuple[dict[str, Any], ServingPoint]] = []
     model = None
     for path in paths:
         rows = read_json_lines(path)
         if not rows or not all(isinstance(r, dict) for r in rows):
             raise ResultImportError(f"{path}: not an sglang bench_serving result (no JSON objects)")
         for row in rows:
-            point = _point(row, path, gpus)
-            points = [p for p in points if p.id != point.id] + [point]  # a rerun replaces
+            runs.append((row, _point(row, path, gpus)))
             model = model or (row.get("server_info") or {}).get("model_path")
+    points, notes = _apart(runs)
+    if any("total_throughput" not in row for row, _ in runs):
+        notes.insert(0, LATE_2024)
     result = ServingResult(
         workload=workload,
         tool=TOOL,
@@ -107,5 +159,6 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
         points=sort_points(points),
         definitions=DEFINITIONS,
         differences=DIFFERENCES,
+        notes=notes,
     )
     return Imported(tool=TOOL, serving=[result])
