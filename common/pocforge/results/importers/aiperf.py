@@ -1,6 +1,9 @@
 """NVIDIA AIPerf's ``profile_export_aiperf.json`` (one file per profile run = sweep point).
 
-Each metric is ``{"unit": …, "avg": …, "p50": …, "p99": …, "std": …}``. AIPerf names
+Each metric is ``{"unit": …, "avg": …, "p50": …, "p99": …, "std": …}``: at the top level
+since AIPerf 0.2, under ``records`` by tag in 0.1 (``ttft`` for ``time_to_first_token``,
+no ``inter_chunk_latency``, no ``benchmark_duration`` and no version: imported alike, what it
+lacks said). AIPerf names
 things differently from vLLM: its ``inter_token_latency`` is per request
 ``(latency - TTFT) / (output_tokens - 1)`` — our TPOT — and its per-chunk gap is
 ``inter_chunk_latency`` — our ITL. Output tokens are counted with the client's tokenizer
@@ -78,25 +81,48 @@ def _stats(entry: Any) -> dict[str, float | None]:
 
 
 def _concurrency(data: dict[str, Any]) -> tuple[Any, Any]:
+    """(concurrency, request rate) of the profiling run: ``input_config.loadgen`` (AIPerf
+    before 0.10), else its profiling phase (0.10 on: ``phases`` a list of
+    ``{"name": "profiling", "type": "poisson", "rate": 8.0}`` or ``{…, "concurrency": 1}``;
+    warm-up phases left out), else the command line it records."""
     cfg = data.get("input_config") or {}
     load = cfg.get("loadgen") or cfg.get("load") or {}
+    conc, rate = load.get("concurrency"), load.get("request_rate")
     phases = cfg.get("phases") or {}
-    conc = load.get("concurrency")
-    rate = load.get("request_rate")
-    if conc is None and isinstance(phases, dict):
-        for phase in phases.values():
-            if isinstance(phase, dict):
-                conc = conc or phase.get("concurrency")
-                rate = rate or phase.get("request_rate")
-    if conc is None:
-        cmd = (data.get("run_info") or {}).get("cli_command") or ""
-        parts = cmd.replace("'", "").split()
-        if "--concurrency" in parts:
-            conc = float(parts[parts.index("--concurrency") + 1])
+    for phase in phases.values() if isinstance(phases, dict) else phases:
+        if not isinstance(phase, dict) or phase.get("kind", phase.get("name")) == "warmup":
+            continue
+        conc = conc or phase.get("concurrency")
+        rate = rate or phase.get("request_rate") or phase.get("rate")
+    cmd = (data.get("run_info") or {}).get("cli_command") or ""
+    parts = cmd.replace("'", "").split()
+    for flag in ("--concurrency", "--request-rate"):
+        if flag in parts and (conc if flag == "--concurrency" else rate) is None:
+            value = float(parts[parts.index(flag) + 1])
+            conc, rate = (value, rate) if flag == "--concurrency" else (conc, value)
     return conc, rate
 
 
+EARLY_TAGS = {"ttft": "time_to_first_token"}  # AIPerf 0.1's tags that were renamed
+EARLY = (
+    "AIPerf 0.1 layout (metrics under 'records'): no inter_chunk_latency (no ITL), no "
+    "benchmark duration and no AIPerf version in the file"
+)
+
+
+def _flat(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The file's metrics at the top level, as AIPerf 0.2 on writes them; the caveats of
+    the layout it came in."""
+    records = data.get("records")
+    if "time_to_first_token" in data or not isinstance(records, dict):
+        return data, []
+    flat = {k: v for k, v in data.items() if k != "records"}
+    flat.update({EARLY_TAGS.get(tag, tag): entry for tag, entry in records.items()})
+    return flat, [EARLY]
+
+
 def _point(data: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
+    data, caveats = _flat(data)
     if "time_to_first_token" not in data or "request_throughput" not in data:
         raise ResultImportError(f"{path}: not an AIPerf profile_export_aiperf.json")
     conc, rate = _concurrency(data)
@@ -122,7 +148,6 @@ def _point(data: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
     if metrics.get("tpot_ms", {}).get("median"):
         metrics["interactivity"] = {"median": 1000.0 / metrics["tpot_ms"]["median"]}
     duration = (data.get("benchmark_duration") or {}).get("avg")
-    caveats = []
     if data.get("was_cancelled"):
         caveats.append("AIPerf reports the profile run was cancelled")
     return ServingPoint(

@@ -1,0 +1,81 @@
+"""Serving importers on real outputs of several versions of each tool (tests/data/importers/
+README.md says how each was made): each layout imports with the numbers its file prints,
+or says what it lacks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pocforge.results.importers import parse
+
+D = Path(__file__).resolve().parents[1] / "data" / "importers"
+AIPERF = D / "aiperf"
+GUIDELLM = D / "guidellm"
+
+
+@pytest.mark.parametrize(
+    ("folder", "version", "point", "ttft_p50", "ttft_p99", "output_tok_s"),
+    [
+        ("c1", "0.13.0", "c1", None, None, None),
+        ("v0.10.0-r8", "0.10.0", "r8", 31.815793999999997, 66.57027185999999, 182.88934966373392),
+        ("v0.10.0-c2", "0.10.0", "c2", 33.423954, 176.22362405999996, 366.94596621793676),
+        ("v0.1.1-c2", None, "c2", 34.585639, 346.0222285099999, 378.6893780006073),
+    ],
+)
+def test_aiperf_of_every_layout_keeps_its_load_point(
+    folder, version, point, ttft_p50, ttft_p99, output_tok_s
+):
+    """AIPerf 0.10 on keeps the load in ``input_config.phases`` (a list: a request-rate run
+    is ``{"type": "poisson", "rate": 8.0}``); 0.1 keeps every metric under ``records``."""
+    (result,) = parse([AIPERF / folder / "profile_export_aiperf.json"], "aiperf").serving
+    (found,) = result.points
+    assert (result.tool_version, found.id, found.requests) == (
+        version,
+        point,
+        60 if version == "0.13.0" else 40,
+    )
+    if ttft_p50 is not None:
+        assert (found.metrics["ttft_ms"]["p50"], found.metrics["ttft_ms"]["p99"]) == (
+            ttft_p50,
+            ttft_p99,
+        )
+        assert found.metrics["output_throughput"]["value"] == output_tok_s
+    if point == "r8":
+        assert (found.mode, found.value) == ("rate", 8.0)
+
+
+def test_aiperf_0_1_says_what_its_layout_lacks():
+    (result,) = parse([AIPERF / "v0.1.1-c2" / "profile_export_aiperf.json"], "aiperf").serving
+    (point,) = result.points
+    assert "itl_ms" not in point.metrics and point.duration_s is None
+    assert point.caveats == [
+        "AIPerf 0.1 layout (metrics under 'records'): no inter_chunk_latency (no ITL), no "
+        "benchmark duration and no AIPerf version in the file"
+    ]
+
+
+@pytest.mark.parametrize("name", ["benchmarks-sync.json", "benchmarks-sync-warmup-cooldown.json"])
+def test_guidellm_0_5_output_throughput_is_tokens_over_the_requests_own_span(name):
+    """GuideLLM 0.5.4, one synchronous stream, with and without warm-up and cool-down: the
+    benchmark's duration is the span of the requests it counts (to 20 µs), so output tokens
+    / duration stays under the stream's ceiling (tokens / the requests' summed latency)."""
+    path = GUIDELLM / "v0.5.4" / name
+    data = json.loads(path.read_text())["benchmarks"][0]
+    counted = [
+        r for r in data["requests"]["successful"]
+        if data["start_time"] <= r["request_start_time"] and r["request_end_time"] <= data["end_time"]
+    ]  # fmt: skip
+    tokens = sum(r["output_tokens"] for r in counted)
+    span = max(r["request_end_time"] for r in counted) - min(
+        r["request_start_time"] for r in counted
+    )
+    ceiling = tokens / sum(r["request_latency"] for r in counted)
+    (result,) = parse([path], "guidellm").serving
+    (point,) = result.points
+    assert result.tool_version == "0.5.4" and point.requests == len(counted)
+    throughput = point.metrics["output_throughput"]["value"]
+    assert throughput == pytest.approx(tokens / span, rel=1e-4)
+    assert throughput <= ceiling
