@@ -12,6 +12,8 @@ from pathlib import Path
 
 import click
 
+from pocforge.cli.common import over_ssh_only
+
 VERBS = {
     "up": "bringup.yml",
     "check": "preflight.yml",
@@ -128,6 +130,8 @@ def _spec_and_inventory(poc: str, inventory: str | None):
         spec = load_poc(poc)
     except SpecError as exc:
         raise click.UsageError(str(exc)) from None
+    if refused := over_ssh_only(spec, "cluster"):
+        raise click.UsageError(refused)
     if inventory:
         if not Path(inventory).exists():
             raise click.UsageError(f"--inventory {inventory}: no such file")

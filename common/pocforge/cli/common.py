@@ -19,6 +19,18 @@ def fail(message: str, code: int = 2) -> NoReturn:
     sys.exit(code)
 
 
+def over_ssh_only(spec, verb: str) -> str | None:
+    """Why ``verb`` cannot take a POC whose nodes Slurm owns yet (None: it can): the run,
+    the rehearsal and the cluster verbs reach nodes over SSH; its job steps print."""
+    if spec.cluster.scheduler != "slurm":
+        return None
+    return (
+        f"{spec.source_file}: cluster.scheduler: slurm: `pocforge {verb}` reaches the nodes "
+        f"over SSH and cannot run a Slurm allocation's job steps yet; `pocforge launch "
+        f"{spec.name} --print` shows the allocation and every step"
+    )
+
+
 # What a full, read-only or lost results disk raises: said in one line, never a traceback.
 _DISK = {
     errno.ENOSPC: "no space left on the device",

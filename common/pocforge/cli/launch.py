@@ -81,6 +81,8 @@ def launch_cmd(
         if as_json:
             click.echo(json.dumps([launch.as_dict() for launch in launches], indent=2))
             return
+        if spec.cluster.scheduler == "slurm":
+            _print_allocation(spec, launches)
         for launch in launches:
             role = launch.role if launch.instance is None else f"{launch.role} {launch.instance}"
             click.echo(
@@ -118,6 +120,18 @@ def launch_cmd(
     # Not under results/<poc>/: that folder holds runs only.
     log_dir = workspace_root() / ".artifacts" / "logs"
     sys.exit(serve_until_stopped(spec.name, launches, node_rank, timeout_s, click.echo, log_dir))
+
+
+def _print_allocation(spec: PocSpec, launches: list[NodeLaunch]) -> None:
+    """A Slurm POC's allocation and the image imports its pyxis steps need, before them."""
+    from pocforge.runtimes import slurm
+
+    click.echo("# the run's allocation: its job id is {slurm_job}, its nodes {slurm_nodeN}")
+    click.echo(shlex.join(slurm.allocation(spec)))
+    for image in slurm.images(launches):
+        click.echo(f"# {image}: imported once per node for pyxis")
+        click.echo(shlex.join(slurm.import_step(spec, image)))
+    click.echo()
 
 
 def node_launches(spec: PocSpec, node_rank: int | None, port: int | None) -> list[NodeLaunch]:

@@ -19,7 +19,7 @@ import click
 import yaml
 from rich.console import Console
 
-from pocforge.cli.common import fail
+from pocforge.cli.common import fail, over_ssh_only
 from pocforge.cli.run import print_verdicts
 
 # The rehearsal nodes have no GPUs, RDMA or spare disk: the preflight checks that need them
@@ -107,6 +107,8 @@ def rehearse_cmd(poc: str, count: int | None, stages: tuple[str, ...], runtime: 
         spec = load_poc(poc)
     except SpecError as exc:
         fail(str(exc))
+    if refused := over_ssh_only(spec, "rehearse"):
+        fail(refused)
     if spec.cluster.gpu != "cpu":
         fail(
             f"{spec.name} is sized for {spec.cluster.gpu}; a rehearsal runs the CPU runtime: "

@@ -84,10 +84,21 @@ class LaunchContext:
         )
 
 
+# A node of a Slurm allocation not named in the spec: known once Slurm allocates it (the
+# run puts in the allocation's node names, as the process manager puts in the workdir)
+SLURM_NODE = "{{slurm_node{rank}}}"
+
+
 def node_hosts(spec: PocSpec, ctx: LaunchContext) -> list[str]:
-    """Address per node rank: the spec's hosts, its inventory, else placeholders ``node0``…"""
+    """Address per node rank: the spec's hosts, its inventory, else placeholders ``node0``…;
+    on a Slurm cluster the allocation's nodes (``slurm.nodelist``, else :data:`SLURM_NODE`)."""
     if ctx.host_override is not None:
         return [ctx.host_override] * spec.cluster.nodes
+    slurm = spec.cluster.slurm
+    if slurm is not None:
+        return list(slurm.nodelist) or [
+            SLURM_NODE.format(rank=rank) for rank in range(spec.cluster.nodes)
+        ]
     if spec.cluster.hosts:
         return [h.address for h in spec.cluster.hosts]
     if spec.cluster.inventory and spec.source_dir:

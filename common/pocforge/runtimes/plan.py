@@ -10,7 +10,7 @@ from pocforge.frameworks import ADAPTERS, LaunchContext, NodeLaunch, gpu_profile
 from pocforge.frameworks.base import PROFILE_DIR, model_path, profiled
 from pocforge.frameworks.disagg import plan_disaggregated
 from pocforge.frameworks.megatron_init import converts, load_dir
-from pocforge.runtimes import container
+from pocforge.runtimes import container, slurm
 from pocforge.runtimes.resolve import (
     WHEELS,
     Deployment,
@@ -164,4 +164,6 @@ def plan_nodes(spec: PocSpec, base: LaunchContext) -> list[NodeLaunch]:
         launches += plan_deployment(spec, "serving", base)
     if spec.training is not None:
         launches += plan_deployment(spec, "training", base)
+    if spec.cluster.scheduler == "slurm":  # each a step of the run's allocation
+        launches = [slurm.as_step(one, spec) for one in launches]
     return launches

@@ -11,6 +11,7 @@ from pydantic import (
     Field,
     SecretStr,
     field_validator,
+    model_validator,
 )
 
 from pocforge.catalog import gpu_names
@@ -57,6 +58,29 @@ class Ssh(Strict):
     )
 
 
+class Slurm(Strict):
+    """The allocation a run takes on a cluster Slurm owns (``cluster.scheduler: slurm``)."""
+
+    partition: str | None = Field(None, description="`--partition`; default: the site's.")
+    account: str | None = Field(None, description="`--account` the allocation is charged to.")
+    qos: str | None = Field(None, description="`--qos`.")
+    reservation: str | None = Field(None, description="`--reservation`.")
+    time_limit: str = Field(
+        "04:00:00",
+        pattern=r"^(\d+-)?\d{1,2}(:\d{2}){1,2}$",
+        description="`--time` of the allocation, in Slurm's form (`HH:MM:SS`, `D-HH:MM:SS`).",
+    )
+    nodelist: list[str] = Field(
+        default_factory=list, description="`--nodelist`: these nodes (`cluster.nodes` of them)."
+    )
+    exclude: list[str] = Field(default_factory=list, description="`--exclude`: never these.")
+    exclusive: bool = Field(True, description="`--exclusive`: no other job shares the nodes.")
+    pyxis: bool | None = Field(
+        None,
+        description="Start a container runtime's launches through Slurm's pyxis plugin (`srun --container-image`, the image imported once per node with enroot) instead of the node's docker or podman; default: on NVIDIA GPUs. A venv runtime starts its interpreter in the step.",
+    )
+
+
 class ClusterSpec(Strict):
     gpu: str = Field(
         description="GPU type from the catalog (MI300X, MI325X, MI355X, H100, H200, B200, or `cpu`)."
@@ -76,6 +100,33 @@ class ClusterSpec(Strict):
         default_factory=list, description="The nodes, when no inventory is given; one per node."
     )
     ssh: Ssh = Field(default_factory=Ssh, description="How Ansible reaches the nodes.")
+    scheduler: Literal["ssh", "slurm"] = Field(
+        "ssh",
+        description="Who starts the processes on the nodes: `ssh`, the kit over SSH; `slurm`, job steps of one Slurm allocation the run takes (`cluster.slurm`).",
+    )
+    slurm: Slurm | None = Field(
+        None, description="The Slurm allocation, for `scheduler: slurm` (default: the site's)."
+    )
+
+    @model_validator(mode="after")
+    def _slurm_only_with_slurm(self) -> ClusterSpec:
+        if self.slurm is not None and self.scheduler != "slurm":
+            raise ValueError(
+                "cluster.slurm is set but cluster.scheduler is ssh: set scheduler: slurm, or "
+                "remove the slurm section"
+            )
+        if self.scheduler == "slurm" and self.slurm is None:
+            self.slurm = Slurm()
+        if (
+            self.slurm is not None
+            and self.slurm.nodelist
+            and len(self.slurm.nodelist) != self.nodes
+        ):
+            raise ValueError(
+                f"cluster.slurm.nodelist names {len(self.slurm.nodelist)} nodes but "
+                f"cluster.nodes is {self.nodes}: name one per node, or none"
+            )
+        return self
 
     @field_validator("gpu")
     @classmethod

@@ -1,0 +1,125 @@
+"""A POC on a cluster Slurm owns: one allocation for the run, each launch a job step on its
+node of it (the node's docker on AMD sites, pyxis on NVIDIA ones), planned without node
+names; the verbs that reach nodes over SSH refuse it until the kit runs job steps."""
+
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+from pydantic import ValidationError
+
+from pocforge.frameworks import LaunchContext
+from pocforge.runtimes import plan_nodes
+from pocforge.runtimes.slurm import allocation, enroot_uri, image_file, images, import_step
+from pocforge.spec import load_spec
+from pocforge.spec.cluster_schema import ClusterSpec
+
+from ..conftest import REPO
+
+
+def on_slurm(name: str, **slurm):
+    """An example POC with its nodes owned by Slurm (no hosts, no inventory)."""
+    spec = load_spec(REPO / "pocs" / name / "poc.yaml")
+    cluster = spec.cluster.model_dump(exclude={"hosts", "inventory", "slurm"})
+    spec.cluster = ClusterSpec.model_validate({**cluster, "scheduler": "slurm", "slurm": slurm})
+    return spec
+
+
+def plan(spec):
+    return plan_nodes(spec, LaunchContext(repo=REPO, python="python", sglang_python="python"))
+
+
+def test_the_slurm_section_belongs_to_a_slurm_cluster():
+    with pytest.raises(ValidationError, match="cluster.scheduler is ssh: set scheduler: slurm"):
+        ClusterSpec(gpu="H200", slurm={"partition": "gpu"})
+    with pytest.raises(ValidationError, match="names 1 nodes but cluster.nodes is 2"):
+        ClusterSpec(gpu="H200", nodes=2, scheduler="slurm", slurm={"nodelist": ["a"]})
+    assert ClusterSpec(gpu="H200", scheduler="slurm").slurm.time_limit == "04:00:00"
+
+
+def test_one_allocation_holds_the_runs_nodes():
+    spec = on_slurm("llama-3.1-70b-fp8-mi355x-megatron", partition="mi355x", reservation="acme")
+    assert allocation(spec) == [
+        "salloc", "--no-shell", "--job-name=pocforge-llama-3.1-70b-fp8-mi355x-megatron",
+        "--nodes=2", "--partition=mi355x", "--reservation=acme", "--time=04:00:00",
+        "--exclusive", "--gpus-per-node=8",
+    ]  # fmt: skip
+
+
+def test_amd_launches_are_steps_running_the_nodes_docker():
+    """Each node's docker run inside a step on its node of the allocation (by rank), the
+    rendezvous at the allocation's first node, no inventory host."""
+    spec = on_slurm("llama-3.1-70b-fp8-mi355x-megatron")
+    launches = plan(spec)
+    assert [one.node_rank for one in launches] == [0, 1]
+    for one in launches:
+        step = one.argv[: one.argv.index("docker")]
+        assert step[:6] == [
+            "srun", "--jobid={slurm_job}", "--nodes=1", "--ntasks=1",
+            f"--relative={one.node_rank}", "--overlap",
+        ]  # fmt: skip
+        assert "--master_addr={slurm_node0}" in one.argv and "--device" in one.argv
+        assert one.host == f"{{slurm_node{one.node_rank}}}"
+    assert images(launches) == []
+
+
+def test_nvidia_launches_run_in_pyxis_with_the_images_import_first():
+    """The P/D pair on one H200 node: the image imported once per node under flock; each
+    instance a pyxis step with its GPUs asked of Slurm, its mounts and its variables."""
+    spec = on_slurm("llama-3.1-70b-fp8-h200-vllm-pd", partition="h200")
+    launches = plan(spec)
+    (image,) = images(launches)
+    assert image == "vllm/vllm-openai:v0.23.0"
+    assert import_step(spec, image)[-3:] == [
+        "sh",
+        "-c",
+        "mkdir -p /opt/pocforge/images && test -f /opt/pocforge/images/vllm+vllm-openai+v0.23.0.sqsh"
+        " || enroot import --output /opt/pocforge/images/vllm+vllm-openai+v0.23.0.sqsh "
+        "docker://vllm/vllm-openai:v0.23.0",
+    ]
+    prefill = next(one for one in launches if one.role == "prefill")
+    assert "docker" not in prefill.argv and "CUDA_VISIBLE_DEVICES" not in prefill.env
+    flags = {
+        part.split("=", 1)[0]: part.partition("=")[2]
+        for part in prefill.argv
+        if part.startswith("--")
+    }
+    assert flags["--gpus"] == "2" and flags["--container-image"] == image_file(image)
+    assert "/opt/pocforge/hf-home:/opt/pocforge/hf-home" in flags["--container-mounts"].split(",")
+    named = flags["--container-env"].split(",")
+    assert "HF_TOKEN" in named and "VLLM_NIXL_SIDE_CHANNEL_HOST" in named
+    assert prefill.env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == "{slurm_node0}"
+    assert "--no-container-mount-home" in prefill.argv
+
+
+@pytest.mark.parametrize(
+    ("image", "uri"),
+    [
+        (
+            "nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc14",
+            "docker://nvcr.io#nvidia/tensorrt-llm/release:1.3.0rc14",
+        ),
+        ("vllm/vllm-openai:v0.23.0", "docker://vllm/vllm-openai:v0.23.0"),
+        ("docker.io/rocm/primus:v26.9", "docker://docker.io#rocm/primus:v26.9"),
+    ],
+)
+def test_enroot_writes_a_registry_apart(image, uri):
+    assert enroot_uri(image) == uri
+
+
+def test_verbs_over_ssh_refuse_a_slurm_poc(tmp_path):
+    """`pocforge run` on a Slurm POC: one line naming the file and what prints its steps."""
+    from pocforge.cli.run import run_cmd
+
+    folder = tmp_path / "llama-3.1-70b-fp8-mi355x-megatron"
+    source = REPO / "pocs" / folder.name
+    folder.mkdir()
+    text = (
+        (source / "poc.yaml")
+        .read_text()
+        .replace("  inventory: inventory/hosts.yml\n", "  scheduler: slurm\n")
+    )
+    (folder / "poc.yaml").write_text(text)
+    done = CliRunner().invoke(run_cmd, [str(folder)])
+    assert done.exit_code == 2 and "Traceback" not in done.output
+    assert "cluster.scheduler: slurm: `pocforge run` reaches the nodes over SSH" in done.output
