@@ -51,6 +51,11 @@ def carried() -> dict[str, dict[str, set[str]]]:
         for launch in json.loads(path.read_text()):
             runtime = launch.get("runtime") or {}
             argv = launch["argv"]
+            if argv[0] == "srun":  # a Slurm job step: its flags, then what it runs
+                cut = next(i for i, part in enumerate(argv[1:], 1) if not part.startswith("--"))
+                for flag in argv[1:cut]:
+                    out["Slurm"][flag.split("=", 1)[0]].add(path.name)
+                argv = argv[cut:]
             inner = runtime.get("inner_argv") or argv
             if runtime.get("kind") == "container":
                 for flag in argv[: argv.index(runtime["image"])]:
@@ -69,7 +74,7 @@ def carried() -> dict[str, dict[str, set[str]]]:
 
 
 def test_the_review_covers_the_gpu_pocs():
-    assert len(gpu_goldens()) >= 14  # 7 example GPU POCs, container and venv plans
+    assert len(gpu_goldens()) >= 18  # 9 example GPU POCs, container and venv plans
 
 
 def test_every_flag_variable_and_file_a_launch_carries_has_its_row():
