@@ -6,26 +6,28 @@ from __future__ import annotations
 
 from pocforge.results.ep_schema import EpAllToAllResult
 from pocforge.results.importers.common import Imported
-from pocforge.results.stage_schema import CollectiveResult, ServingResult, TrainingResult
+from pocforge.results.stage_schema import (
+    CollectiveResult,
+    ServingPoint,
+    ServingResult,
+    TrainingResult,
+)
 
 
 def _tool(tool: str, version: str | None) -> str:
     return f"{tool} {version}" if version else f"{tool} (version not printed)"
 
 
+def _point(point: ServingPoint) -> str:
+    """``c4 ok (60 ok, 0 failed)``; a count the file does not record is left out."""
+    if point.requests is None:
+        return f"{point.id} {point.status}"
+    failed = "" if point.failed is None else f", {point.failed} failed"
+    return f"{point.id} {point.status} ({point.requests} ok{failed})"
+
+
 def _serving(result: ServingResult) -> list[str]:
-    points = ", ".join(
-        f"{p.id} {p.status}"
-        + (f" ({p.requests} ok" if p.requests is not None else "")
-        + (
-            f", {p.failed} failed)"
-            if p.failed is not None
-            else ")"
-            if p.requests is not None
-            else ""
-        )
-        for p in result.points
-    )
+    points = ", ".join(_point(p) for p in result.points)
     lines = [f"serving, {_tool(result.tool, result.tool_version)}: {points or 'no points'}"]
     lines += [f"  caveat {p.id}: {caveat}" for p in result.points for caveat in p.caveats]
     return lines + [f"  note: {note}" for note in result.notes]
