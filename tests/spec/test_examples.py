@@ -29,8 +29,10 @@ def test_the_expected_pocs_exist():
 def test_gpu_pocs_are_named_model_precision_gpu_framework(name):
     spec = load_spec(REPO / "pocs" / name / "poc.yaml")
     framework = spec.serving.framework if spec.serving else spec.training.framework
-    # a disaggregated deployment says so at the end: <...>-<framework>-pd
+    # a disaggregated deployment says so at the end: <...>-<framework>-pd; a cluster Slurm
+    # owns after it: -slurm
     pd = "-pd" if spec.serving and spec.serving.disaggregation else ""
+    pd += "-slurm" if spec.cluster.scheduler == "slurm" else ""
     pattern = rf"^[a-z0-9.\-]+-(bf16|fp8|fp16|fp32|int8|mxfp4)-{spec.cluster.gpu.lower()}-{framework}{pd}$"
     assert re.match(pattern, name), (
         f"{name} should read <model>-<precision>-{spec.cluster.gpu.lower()}-{framework}{pd}"

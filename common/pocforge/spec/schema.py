@@ -32,7 +32,7 @@ from pocforge.spec.training_schema import TrainingSpec
 class PocMeta(Strict):
     name: str = Field(
         pattern=NAME_PATTERN,
-        description="POC name; must equal its folder name. Convention: `<model>-<precision>-<gpu>-<framework>`.",
+        description="POC name; must equal its folder name. Convention: `<model>-<precision>-<gpu>-<framework>`, then `-pd` for a disaggregated deployment and `-slurm` for a cluster Slurm owns.",
     )
     customer: str = Field(min_length=1, description="Customer the POC is for.")
     owner: str = Field(min_length=1, description="Engineer responsible (name or e-mail).")
