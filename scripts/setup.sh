@@ -36,7 +36,7 @@ stamp_ok() { [ -f "$1" ] && [ "$(cat "$1")" = "$2" ]; }
 digest() { cat "$@" | sha256sum | cut -c1-16; }
 
 # 1. Debian packages ---------------------------------------------------------------------
-APT_PACKAGES=(openssh-server iproute2 chromium fonts-noto-cjk numactl patch openmpi-bin sudo podman runc busybox-static)
+APT_PACKAGES=(openssh-server iproute2 chromium fonts-noto-cjk numactl patch openmpi-bin sudo podman runc busybox-static slurmctld slurmd slurm-client munge)
 debian_packages() {
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     missing=()

@@ -1,0 +1,63 @@
+"""The example Slurm POCs' allocations judged by a real Slurm (Debian's slurm-wlm, a slurmd
+in each of two namespaced nodes with fake GPUs): what `pocforge launch --print` asks of a
+site is what Slurm grants, and what it cannot grant is refused in Slurm's own words."""
+
+from __future__ import annotations
+
+import pytest
+
+from pocforge.rehearse.nodes import missing_prerequisites, running_cluster
+from pocforge.rehearse.slurm import SlurmCluster, missing_daemons
+from pocforge.runtimes.slurm import allocation
+from pocforge.spec import load_spec
+
+from ..conftest import REPO
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(
+        bool(missing_prerequisites() or missing_daemons()),
+        reason=str(missing_prerequisites() or missing_daemons()),
+    ),
+]
+
+SLURM_POCS = ("deepseek-v3-fp8-mi355x-sglang-slurm", "llama-3.1-70b-fp8-h200-trtllm-slurm")
+
+
+def poc(name: str):
+    return load_spec(REPO / "pocs" / name / "poc.yaml")
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    partitions = tuple(poc(name).cluster.slurm.partition for name in SLURM_POCS)
+    with running_cluster(tmp_path_factory.mktemp("netns"), 2) as nodes:
+        made = SlurmCluster(nodes, tmp_path_factory.mktemp("slurm"), partitions=partitions)
+        try:
+            yield made.start()
+        finally:
+            made.close()
+
+
+@pytest.mark.budget(60, "two namespaced nodes, munged, slurmctld and two slurmd")
+@pytest.mark.parametrize("name", SLURM_POCS)
+def test_slurm_grants_each_example_pocs_allocation(slurm, name):
+    spec = poc(name)
+    granted, said = slurm.test_only(allocation(spec))
+    assert granted, said
+    nodes = "h[1-2]" if spec.cluster.nodes == 2 else "h1"
+    assert f"on nodes {nodes} in partition {spec.cluster.slurm.partition}" in said
+
+
+def test_what_a_site_cannot_grant_is_refused_in_slurms_words(slurm):
+    spec = poc("deepseek-v3-fp8-mi355x-sglang-slurm")
+    wider = [part.replace("--nodes=2", "--nodes=3") for part in allocation(spec)]
+    assert slurm.test_only(wider) == (
+        False,
+        "allocation failure: Requested node configuration is not available",
+    )
+    elsewhere = [
+        part.replace("--partition=mi355x", "--partition=mi300x") for part in allocation(spec)
+    ]
+    granted, said = slurm.test_only(elsewhere)
+    assert not granted and "Invalid partition name specified" in said
