@@ -25,14 +25,14 @@ from pathlib import Path
 
 from pocforge.rehearse.nodes import CONTROLLER_IP, NetnsCluster
 
-DAEMONS = ("slurmctld", "slurmd", "munged", "sbatch")
+PROGRAMS = ("slurmctld", "slurmd", "munged", "sbatch")
 GPUS = 8  # fake GPUs per node
 TIMEOUT_S = 20  # every client call: srun and friends wait on a dead munged forever
 
 
 def missing_daemons() -> str | None:
     """What this machine lacks to run Slurm (None: nothing)."""
-    absent = [name for name in DAEMONS if shutil.which(name) is None]
+    absent = [name for name in PROGRAMS if shutil.which(name) is None]
     return f"no {', '.join(absent)} (make setup installs slurm-wlm and munge)" if absent else None
 
 
@@ -126,18 +126,18 @@ class SlurmCluster:
                 if time.monotonic() > deadline:
                     raise RuntimeError("munged did not answer")
                 time.sleep(0.2)
-        log = (self.workdir / "slurmctld.out").open("w")
-        self._started.append(
-            subprocess.Popen(["slurmctld", "-D"], env=self.env, stdout=log, stderr=log)
-        )
+        with (self.workdir / "slurmctld.out").open("w") as log:  # the daemon keeps its copy
+            self._started.append(
+                subprocess.Popen(["slurmctld", "-D"], env=self.env, stdout=log, stderr=log)
+            )
         hosts_file = self.workdir / "hosts"
         for host in self.nodes.hosts:
             inner = f"hostname {host.name} && mount --bind {hosts_file} /etc/hosts && "
             inner += f"exec slurmd -D -N {host.name}"
-            out = (self.workdir / f"slurmd-{host.name}.out").open("w")
             argv = ["nsenter", f"--net=/run/netns/{host.netns}", "unshare", "--uts", "--mount",
                     "--propagation", "private", "sh", "-c", inner]  # fmt: skip
-            self._started.append(subprocess.Popen(argv, env=self.env, stdout=out, stderr=out))
+            with (self.workdir / f"slurmd-{host.name}.out").open("w") as out:
+                self._started.append(subprocess.Popen(argv, env=self.env, stdout=out, stderr=out))
         self._wait_idle()
         return self
 

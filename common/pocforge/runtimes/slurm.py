@@ -123,22 +123,21 @@ VISIBLE = "CUDA_VISIBLE_DEVICES"
 
 def _pyxis(launch: NodeLaunch, step: list[str]) -> NodeLaunch:
     """The container launch's own command in pyxis's container of the same image: its
-    ``--volume`` mounts, ``--workdir`` and ``--env`` variables as pyxis flags. A launch
+    ``--volume`` mounts and ``--workdir`` as pyxis flags, the variables the container
+    runtime recorded (``runtime.env``) carried into the step and named. A launch
     pinned to some of the node's GPUs (a P/D instance's ``CUDA_VISIBLE_DEVICES``) asks the
     step for that many (``--gpus``): Slurm binds them and sets the variable itself, as a
     pyxis container sees only the step's devices."""
     runtime = dict(launch.runtime or {})
     argv, image = launch.argv, runtime["image"]
     head = argv[: argv.index(image)]
-    mounts, workdir, env = [], None, {}
+    mounts, workdir = [], None
     for flag, value in zip(head, head[1:], strict=False):
         if flag == "--volume":
             mounts.append(value)
         elif flag == "--workdir":
             workdir = value
-        elif flag == "--env" and "=" in value:
-            key, _, val = value.partition("=")
-            env[key] = val
+    env = dict(runtime.get("env") or {})
     pinned = env.pop(VISIBLE, None)
     names = sorted({*env, *launch.secrets})
     flags = [f"--gpus={len(pinned.split(','))}"] if pinned else []

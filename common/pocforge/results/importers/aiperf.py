@@ -96,11 +96,16 @@ def _concurrency(data: dict[str, Any]) -> tuple[Any, Any]:
         rate = rate or phase.get("request_rate") or phase.get("rate")
     cmd = (data.get("run_info") or {}).get("cli_command") or ""
     parts = cmd.replace("'", "").split()
-    for flag in ("--concurrency", "--request-rate"):
-        if flag in parts and (conc if flag == "--concurrency" else rate) is None:
-            value = float(parts[parts.index(flag) + 1])
-            conc, rate = (value, rate) if flag == "--concurrency" else (conc, value)
+    if conc is None:
+        conc = _flag(parts, "--concurrency")
+    if rate is None:
+        rate = _flag(parts, "--request-rate")
     return conc, rate
+
+
+def _flag(parts: list[str], flag: str) -> float | None:
+    """A number the recorded command line gave ``flag`` (None: it gave none)."""
+    return float(parts[parts.index(flag) + 1]) if flag in parts else None
 
 
 EARLY_TAGS = {"ttft": "time_to_first_token"}  # AIPerf 0.1's tags that were renamed

@@ -124,7 +124,7 @@ def read_runs(text: str) -> list[TableRun]:
         run = runs[-1]
         starts = _VERSION.match(line) or _STARTING.search(line) or line.startswith("# nThread")
         if starts and (run.started or run.finished):
-            run = TableRun(columns=[])
+            run = TableRun()
             runs.append(run)
         if match := _VERSION.match(line):
             run.version = run.version or f"{match.group(1)} {match.group(2)}"

@@ -114,18 +114,20 @@ def steady_start(steps: list[LoggedStep]) -> tuple[int, str]:
     paced = [(s, pace) for s in steps if (pace := _pace(s)) is not None]
     if not paced:
         return 0, "no timed steps: no warm-up to find"
-    start, why = 0, []
+    why = []
     first = paced[0][0].iteration
     interval = paced[1][0].iteration - first if len(paced) > 1 else 1
-    if first <= interval:  # its interval starts at the run's first iteration
-        start, why = 1, [f"the first logged line (iteration {first}) covers the first iteration"]
+    covers_first = first <= interval  # its interval starts at the run's first iteration
+    if covers_first:
+        why.append(f"the first logged line (iteration {first}) covers the first iteration")
+    start = int(covers_first)
     while len(paced) - start >= 3 and start < len(paced) // 2:
         rest = sorted(pace for _, pace in paced[start + 1 :])
         median = rest[len(rest) // 2]
         if paced[start][1] <= median * (1 + STABLE):
             break
         start += 1
-    if start > len(why):
+    if start > int(covers_first):  # slow lines past the first one
         why.append(
             f"iterations through {paced[start - 1][0].iteration} are more than "
             f"{STABLE:.0%} slower than the steady median pace"
