@@ -360,7 +360,8 @@ def test_start_node_readies_each_launch_before_the_next(tmp_path):
     """Real processes in the Ray layout's roles: the server starts only once the head's
     port accepts connections, is reported healthy, and both stop from the list the
     launcher stops on Ctrl-C (server first)."""
-    from pocforge.frameworks.process import NodeLaunch, start_node
+    from pocforge.frameworks.launch_plan import NodeLaunch
+    from pocforge.frameworks.node_launcher import start_node
 
     head_port, http_port = free_port(), free_port()
     launches = [
@@ -414,7 +415,7 @@ def test_print_shows_the_nodes_working_directory_not_a_placeholder():
     from pocforge.cli.launch import launch_cmd
     from pocforge.cluster.workload import WORKDIR
     from pocforge.frameworks import LaunchContext
-    from pocforge.frameworks.process import on_node
+    from pocforge.frameworks.launch_plan import on_node
     from pocforge.runtimes import plan_nodes
     from pocforge.spec import load_poc
 

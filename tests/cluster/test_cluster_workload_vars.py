@@ -63,7 +63,10 @@ def test_serve_vars_plan_each_node_in_its_runtime(tmp_path):
         assert launch["node_rank"] == int(rank)
     assert "--headless" in out["workload_plans"]["1"][0]["runtime"]["inner_argv"]
     assert out["workload_health_urls"] == {"0": "http://198.51.100.31:8000/health"}
-    assert Path(out["workload_launcher"]).name == "process.py"
+    assert Path(out["workload_launcher"]).name == "node_launcher.py"
+    names = {Path(one).name for one in out["workload_launcher_files"]}
+    assert names == {"node_launcher.py", "process.py", "launch_plan.py", "profilers.py"}
+    assert all(Path(one).is_file() for one in out["workload_launcher_files"])
     assert Path(out["workload_launcher"]).is_file()
     assert out["workload_health_timeout_s"] == out["workload_timeout_s"] + 120
 

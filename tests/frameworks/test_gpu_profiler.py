@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from pocforge.frameworks import LaunchContext, gpu_profiler
+from pocforge.frameworks.launch_plan import WORKDIR, NodeLaunch
 from pocforge.frameworks.megatron import profile_args
-from pocforge.frameworks.process import WORKDIR, ManagedProcess, NodeLaunch
+from pocforge.frameworks.process import ManagedProcess
 from pocforge.frameworks.profilers import PROFILERS, profiler
 from pocforge.report import kernel_stats
 from pocforge.runtimes import plan_nodes
@@ -158,7 +159,7 @@ def test_a_trainer_under_nsys_has_its_reports_summed_where_its_output_names(tmp_
     """After a finite launch under nsys (a trainer), the reports in the folder its
     ``--output`` names, relative to the working directory, are each summed once; a launch
     not under nsys sums nothing."""
-    from pocforge.frameworks.process import nsys_reports_summed
+    from pocforge.frameworks.node_launcher import nsys_reports_summed
 
     calls = tmp_path / "calls"
     (tmp_path / "bin").mkdir()

@@ -13,7 +13,7 @@ import pytest
 from pocforge.cluster.workload import check_plans
 from pocforge.frameworks import launch_check
 from pocforge.frameworks.argcheck import SCRIPTS
-from pocforge.frameworks.process import NodeLaunch
+from pocforge.frameworks.launch_plan import NodeLaunch
 from pocforge.spec import load_spec
 
 from ..conftest import REPO

@@ -15,10 +15,10 @@ import yaml
 from pydantic import ValidationError
 
 from pocforge.catalog.model_facts import facts_from_config
-from pocforge.frameworks import LaunchContext, process
+from pocforge.frameworks import LaunchContext, node_launcher
+from pocforge.frameworks.launch_plan import NodeLaunch
 from pocforge.frameworks.megatron import megatron_args, model_args
 from pocforge.frameworks.megatron_init import vocab_divisor
-from pocforge.frameworks.process import NodeLaunch
 from pocforge.runtimes.plan import plan_deployment
 from pocforge.spec import SpecError, load_spec
 from pocforge.spec.rules import check_rules
@@ -149,12 +149,12 @@ def step(name: str, code: str, creates: str | None = None) -> dict:
 
 
 def node_runs(tmp_path: Path, *steps: dict) -> subprocess.CompletedProcess:
-    """``process.py run`` on a plan of ``steps``, as a node runs its training launches."""
+    """``node_launcher.py run`` on a plan of ``steps``, as a node runs its training launches."""
     plan = tmp_path / "train.launches.json"
     plan.write_text(
         json.dumps({"poc": "poc", "node_rank": 0, "timeout_s": 60, "launches": list(steps)})
     )
-    script = Path(process.__file__)
+    script = Path(node_launcher.__file__)
     return subprocess.run(
         [sys.executable, str(script), "run", str(plan)], capture_output=True, text=True, timeout=120
     )

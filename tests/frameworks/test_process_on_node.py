@@ -1,4 +1,4 @@
-"""The kit's process manager runs on a node that has no kit: copied alone into a folder and
+"""The kit's node launcher runs on a node that has no kit: copied with its modules into a folder and
 run by the system's ``python3 -I`` (isolated: no site-packages, no PYTHONPATH), it starts
 the launches of a plan file as the workload role writes it, reports as the role expects,
 and stops them on SIGTERM."""
@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from pocforge.cluster.workload import launcher_script
-from pocforge.frameworks.process import NodeLaunch, free_port
+from pocforge.cluster.workload import launcher_files
+from pocforge.frameworks.launch_plan import NodeLaunch
+from pocforge.frameworks.process import free_port
 
 pytestmark = pytest.mark.process
 
@@ -33,8 +34,8 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), handler).serve_
 def node_folder(tmp_path: Path, kind: str, launches: list[NodeLaunch]) -> Path:
     folder = tmp_path / "node"
     folder.mkdir()
-    shutil.copy(launcher_script(), folder / "process.py")
-    shutil.copy(Path(launcher_script()).with_name("profilers.py"), folder)  # as the role does
+    for one in launcher_files():  # as the role does
+        shutil.copy(one, folder)
     plan = {
         "poc": "p",
         "node_rank": 0,
@@ -61,7 +62,7 @@ def test_run_mode_writes_the_files_runs_in_the_folder_and_returns_the_exit_code(
     )
     folder = node_folder(tmp_path, "train", [trainer])
     done = subprocess.run(
-        [PYTHON, "-I", "process.py", "run", "train.launches.json"],
+        [PYTHON, "-I", "node_launcher.py", "run", "train.launches.json"],
         cwd=folder,
         capture_output=True,
         text=True,
@@ -88,7 +89,7 @@ def test_serve_mode_reports_healthy_and_stops_the_group_on_sigterm(tmp_path):
     folder = node_folder(tmp_path, "serve", [server])
     log = (folder / "serve.log").open("w")
     launcher = subprocess.Popen(
-        [PYTHON, "-I", "process.py", "serve", "serve.launches.json"],
+        [PYTHON, "-I", "node_launcher.py", "serve", "serve.launches.json"],
         cwd=folder,
         stdout=log,
         stderr=subprocess.STDOUT,

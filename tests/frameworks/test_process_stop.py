@@ -9,13 +9,8 @@ import time
 
 import pytest
 
-from pocforge.frameworks.process import (
-    ManagedProcess,
-    NodeLaunch,
-    group_members,
-    start_ticks,
-    stop_leftovers,
-)
+from pocforge.frameworks.launch_plan import NodeLaunch
+from pocforge.frameworks.process import ManagedProcess, group_members, start_ticks, stop_leftovers
 
 pytestmark = pytest.mark.process
 

@@ -110,7 +110,7 @@ def test_an_image_archive_comes_from_the_poc_folder_and_only_for_a_container():
 def test_a_container_launch_names_the_container_its_stop_removes():
     """The process manager removes a container launch's container when it stops it (a
     SIGKILLed ``docker run`` client would leave it running); a venv launch has none."""
-    from pocforge.frameworks.process import container_of
+    from pocforge.frameworks.launch_plan import container_of
 
     vllm = load_spec(POCS / "llama-3.1-70b-bf16-mi300x-vllm" / "poc.yaml")
     (launch,) = plan_nodes(vllm, LaunchContext(repo=REPO))

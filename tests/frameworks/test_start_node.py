@@ -10,13 +10,9 @@ import time
 
 import pytest
 
-from pocforge.frameworks.process import (
-    NodeLaunch,
-    ServerCrashed,
-    free_port,
-    start_node,
-    tiers,
-)
+from pocforge.frameworks.launch_plan import NodeLaunch
+from pocforge.frameworks.node_launcher import start_node, tiers
+from pocforge.frameworks.process import ServerCrashed, free_port
 
 pytestmark = pytest.mark.process
 

@@ -21,7 +21,8 @@ from pocforge.bench.from_spec import sweep_config
 from pocforge.bench.sweep import run_sweep
 from pocforge.frameworks import LaunchContext
 from pocforge.frameworks.base import model_path
-from pocforge.frameworks.process import ManagedProcess, ServerCrashed, container_of, free_port
+from pocforge.frameworks.launch_plan import container_of
+from pocforge.frameworks.process import ManagedProcess, ServerCrashed, free_port
 from pocforge.rehearse.image import ImageError, build_image, engine_env, kit_mounts
 from pocforge.runtimes.plan import plan_deployment
 from pocforge.runtimes.provision import kit_wheels

@@ -13,7 +13,8 @@ import yaml
 
 from pocforge.cluster.inventory import expectations_from_spec
 from pocforge.frameworks import LaunchContext
-from pocforge.frameworks.process import NodeLaunch, StartFailed, node_secrets
+from pocforge.frameworks.launch_plan import NodeLaunch
+from pocforge.frameworks.process import StartFailed, node_secrets
 from pocforge.runtimes.plan import plan_nodes
 from pocforge.spec import load_spec
 

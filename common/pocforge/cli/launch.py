@@ -20,7 +20,8 @@ from pocforge.cli.common import fail
 from pocforge.cluster.workload import WORKDIR as NODE_WORKDIR
 from pocforge.frameworks import LaunchContext, NodeLaunch
 from pocforge.frameworks.base import prepare_model
-from pocforge.frameworks.process import in_start_order, on_node, serve_until_stopped
+from pocforge.frameworks.launch_plan import on_node
+from pocforge.frameworks.node_launcher import in_start_order, serve_until_stopped
 from pocforge.frameworks.startup import startup_timeout_s
 from pocforge.paths import workspace_root
 from pocforge.runtimes import RuntimeSpecError, plan_nodes

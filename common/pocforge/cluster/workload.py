@@ -2,14 +2,14 @@
 
 The controller plans each node's launches in the deployment's runtime (a container, a venv
 or, for ``cluster.gpu: cpu``, the kit's own environments; ``pocforge.runtimes``), with the
-node's platform environment merged in. The workload role copies the kit's process manager
-(``pocforge/frameworks/process.py``, standard library only) and the node's plan file to the
-node and runs it there:
+node's platform environment merged in. The workload role copies the kit's node launcher
+(``pocforge/frameworks/node_launcher.py`` with the process manager and launch plan it
+imports, standard library only) and the node's plan file to the node and runs it there:
 
-- serve: ``python3 process.py serve serve.launches.json`` in the background (a pid file per
+- serve: ``python3 node_launcher.py serve serve.launches.json`` in the background (a pid file per
   node), the role waits until the launcher reports every launch ready, then each rank with
   an HTTP endpoint answers its health URL; the benchmark runs from the controller;
-- train: ``python3 process.py run train.launches.json`` to completion; rank 0's summary is
+- train: ``python3 node_launcher.py run train.launches.json`` to completion; rank 0's summary is
   written to ``training/`` in the node's workdir.
 
 So a node needs the framework's runtime and Python 3, not the kit: nothing of the POC's
@@ -29,9 +29,19 @@ WORKDIR = "/opt/pocforge/run"
 TRAINING_DIR = "training"
 
 
+# What the node launcher imports, copied beside it (standard library only, all of them)
+LAUNCHER_MODULES = ("process.py", "launch_plan.py", "profilers.py")
+
+
 def launcher_script() -> str:
-    """The process manager the role copies to every node (this kit's own file)."""
-    return str(resources.files("pocforge.frameworks").joinpath("process.py"))
+    """The node launcher the role copies to every node (this kit's own file)."""
+    return str(resources.files("pocforge.frameworks").joinpath("node_launcher.py"))
+
+
+def launcher_files() -> list[str]:
+    """The launcher and the modules it imports: everything of the kit a node runs."""
+    folder = Path(launcher_script()).parent
+    return [launcher_script(), *(str(folder / name) for name in LAUNCHER_MODULES)]
 
 
 def planned(spec: Any, kind: str, node_env: dict[int, dict[str, str]] | None = None) -> list:
@@ -82,7 +92,7 @@ def check_plans(spec: Any) -> dict[str, list[dict]]:
 
 
 def checker_folder() -> str:
-    """Where the node-side checker (launch_check.py, beside process.py and profilers.py)
+    """Where the node-side checker (launch_check.py, beside launch_plan.py)
     and the argcheck scripts are in this kit."""
     return str(resources.files("pocforge.frameworks"))
 
@@ -118,6 +128,7 @@ def workload_vars(
         "workload_kind": kind,
         "workload_poc": spec.name,
         "workload_launcher": launcher_script(),
+        "workload_launcher_files": launcher_files(),
         "workload_plans": plans,
         "workload_timeout_s": int(timeout_s),
     }

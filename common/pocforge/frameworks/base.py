@@ -2,7 +2,8 @@
 
 Adapters (``vllm.py``, ``sglang.py``, ``trtllm.py``, ``deepspeed.py``, ``megatron.py``) turn a resolved spec into
 ``NodeLaunch`` objects and check them with the framework's own argument parser; starting,
-health, logs, crash detection and stopping are shared (``process.py``, which also defines ``NodeLaunch``: a node reads its launches back there).
+health, logs, crash detection and stopping are shared (``process.py``); ``NodeLaunch`` is
+defined in ``launch_plan.py``, where a node reads its launches back.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from pocforge.frameworks.process import NodeLaunch, Role  # noqa: F401 - imported from here
+from pocforge.frameworks.launch_plan import NodeLaunch, Role  # noqa: F401 - imported from here
 from pocforge.paths import kit_env_python, workspace_root
 from pocforge.spec import PocSpec
 

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pocforge.frameworks.base import PROFILE_DIR, profiled_workload
-from pocforge.frameworks.process import WORKDIR, NodeLaunch
+from pocforge.frameworks.launch_plan import WORKDIR, NodeLaunch
 from pocforge.frameworks.profilers import profiler
 
 GATE_SITE = Path(__file__).with_name("_roctx_site.py")  # copied, never imported here

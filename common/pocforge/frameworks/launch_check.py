@@ -24,10 +24,10 @@ import sys
 from pathlib import Path
 
 if __package__:  # the kit's
-    from pocforge.frameworks.process import NodeLaunch, on_node
-else:  # a script on a node, beside process.py (also under ``python3 -I``)
+    from pocforge.frameworks.launch_plan import NodeLaunch, on_node
+else:  # a script on a node, beside launch_plan.py (also under ``python3 -I``)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from process import NodeLaunch, on_node
+    from launch_plan import NodeLaunch, on_node
 
 TIMEOUT_S = 900  # a container's first start may unpack its image's layers
 

@@ -1,6 +1,6 @@
 """The profilers a profiled serving point or training range runs under, one object per tool,
 and the files they leave. Standard library only: the workload role copies this file to the
-nodes beside ``process.py``, which imports it, and the profile role runs
+nodes beside ``node_launcher.py``, which imports it, and the profile role runs
 ``python3 profilers.py settle ...`` there.
 
 Each :class:`Profiler` says how a launch runs under it (:meth:`~Profiler.argv`), how a

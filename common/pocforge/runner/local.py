@@ -27,9 +27,10 @@ from pocforge.bench.sweep import Hooks, run_sweep
 from pocforge.frameworks import LaunchContext
 from pocforge.frameworks.base import model_path, prepare_model, profiled
 from pocforge.frameworks.gpu_profiler import rocprof_point
+from pocforge.frameworks.node_launcher import in_start_order, start_node
 from pocforge.frameworks.patching import FRAMEWORKS, PatchError
 from pocforge.frameworks.patching.pristine import overlay
-from pocforge.frameworks.process import ManagedProcess, free_port, in_start_order, start_node
+from pocforge.frameworks.process import ManagedProcess, free_port
 from pocforge.frameworks.profilers import ROCPROF_SUBDIR
 from pocforge.frameworks.startup import startup_timeout_s
 from pocforge.paths import workspace_root

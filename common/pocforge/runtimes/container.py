@@ -17,8 +17,8 @@ import re
 import shlex
 
 from pocforge.frameworks.base import NodeLaunch
+from pocforge.frameworks.launch_plan import WORKDIR
 from pocforge.frameworks.platform_settings import container_flags
-from pocforge.frameworks.process import WORKDIR
 from pocforge.runtimes.resolve import WHEELS, ResolvedRuntime
 
 # Where the kit's wheels are installed inside a container: a scratch folder put first on

@@ -27,7 +27,7 @@ import dataclasses
 import re
 
 from pocforge.catalog import gpu
-from pocforge.frameworks.process import NodeLaunch
+from pocforge.frameworks.launch_plan import NodeLaunch
 from pocforge.spec import PocSpec
 
 JOB = "{slurm_job}"

@@ -10,13 +10,9 @@ from pocforge import atomic
 from pocforge.frameworks import ADAPTERS, LaunchContext, gpu_profiler
 from pocforge.frameworks.base import prepare_model
 from pocforge.frameworks.deepspeed import EXTENSIONS_DIR
-from pocforge.frameworks.process import (
-    LaunchError,
-    ManagedProcess,
-    NodeLaunch,
-    in_start_order,
-    nsys_reports_summed,
-)
+from pocforge.frameworks.launch_plan import NodeLaunch
+from pocforge.frameworks.node_launcher import in_start_order, nsys_reports_summed
+from pocforge.frameworks.process import LaunchError, ManagedProcess
 from pocforge.frameworks.startup import training_timeout_s
 from pocforge.spec import PocSpec
 from pocforge.training.launcher_report import parse_launcher_report

@@ -7,7 +7,7 @@ import subprocess
 
 from pocforge.frameworks.argcheck import SCRIPTS
 from pocforge.frameworks.launch_check import verdict
-from pocforge.frameworks.process import NodeLaunch
+from pocforge.frameworks.launch_plan import NodeLaunch
 
 
 class ArgcheckUnavailable(RuntimeError):
