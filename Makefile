@@ -67,9 +67,9 @@ poc: ## Run a POC end to end (on its nodes when it has hosts or an inventory, el
 	$(need_poc)
 	$(BIN)/pocforge run $(POC) $(if $(RUN),--resume $(RUN))
 
-rehearse: ## Run a cluster POC against namespaced nodes made on this machine (root): make rehearse POC=tiny-llama-2node-fp32-cpu-vllm [RUNTIME=container]
+rehearse: ## Run a cluster POC against namespaced nodes made on this machine (root): make rehearse POC=tiny-llama-2node-fp32-cpu-vllm [RUNTIME=container] [SCHEDULER=slurm]
 	$(need_poc)
-	$(BIN)/pocforge rehearse $(POC) --runtime $(or $(RUNTIME),kit)
+	$(BIN)/pocforge rehearse $(POC) --runtime $(or $(RUNTIME),kit) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
 
 rehearsal-image: ## The local podman image a container rehearsal runs (built from this machine, nothing pulled)
 	$(BIN)/python -m pocforge.rehearse.image

@@ -1,18 +1,29 @@
 """A POC on a cluster Slurm owns: one allocation for the run, each launch a job step on its
 node of it (the node's docker on AMD sites, pyxis on NVIDIA ones), planned without node
-names; the verbs that reach nodes over SSH refuse it until the kit runs job steps."""
+names and given them once the allocation is held; the steps the kit starts on a node carry
+none of this machine's environment."""
 
 from __future__ import annotations
 
 import pytest
+import yaml
 from click.testing import CliRunner
 from pydantic import ValidationError
 
 from pocforge.frameworks import LaunchContext
+from pocforge.frameworks.launch_plan import NodeLaunch, on_node
+from pocforge.runner.slurm import Allocation
 from pocforge.runtimes import plan_nodes
-from pocforge.runtimes.slurm import allocation, enroot_uri, image_file, images, import_step
+from pocforge.runtimes.slurm import (
+    allocation,
+    enroot_uri,
+    image_file,
+    images,
+    import_step,
+    node_step,
+)
 from pocforge.spec import load_spec
-from pocforge.spec.cluster_schema import ClusterSpec
+from pocforge.spec.cluster_schema import ClusterSpec, Host
 
 from ..conftest import REPO
 
@@ -107,9 +118,10 @@ def test_enroot_writes_a_registry_apart(image, uri):
     assert enroot_uri(image) == uri
 
 
-def test_verbs_over_ssh_refuse_a_slurm_poc(tmp_path):
-    """`pocforge run` on a Slurm POC: one line naming the file and what prints its steps."""
-    from pocforge.cli.run import run_cmd
+def test_a_slurm_poc_runs_only_where_slurm_answers(tmp_path, monkeypatch):
+    """`pocforge run` on a Slurm POC where this machine has no Slurm client: one line saying
+    so, no traceback; the cluster verbs, one stage at a time over SSH, send it to `run`."""
+    from pocforge.cli import main
 
     folder = tmp_path / "llama-3.1-70b-fp8-mi355x-megatron"
     source = REPO / "pocs" / folder.name
@@ -120,6 +132,51 @@ def test_verbs_over_ssh_refuse_a_slurm_poc(tmp_path):
         .replace("  inventory: inventory/hosts.yml\n", "  scheduler: slurm\n")
     )
     (folder / "poc.yaml").write_text(text)
-    done = CliRunner().invoke(run_cmd, [str(folder)])
-    assert done.exit_code == 2 and "Traceback" not in done.output
-    assert "cluster.scheduler: slurm: `pocforge run` reaches the nodes over SSH" in done.output
+    monkeypatch.setenv("PATH", str(tmp_path / "no-slurm-here"))
+    monkeypatch.setenv("POCFORGE_RESULTS", str(tmp_path / "results"))
+    done = CliRunner().invoke(main, ["run", str(folder)])
+    assert done.exit_code == 1 and "Traceback" not in done.output
+    assert "salloc: No such file or directory (is Slurm's client here?)" in done.output
+    done = CliRunner().invoke(main, ["cluster", "up", str(folder)])
+    assert done.exit_code == 2 and "a Slurm POC runs its stages in one allocation" in done.output
+
+
+def test_a_node_step_carries_a_login_environment_not_this_machines(monkeypatch):
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    monkeypatch.setenv("VIRTUAL_ENV", "/work/main/.venv")
+    step = node_step("42")
+    exported = next(a for a in step if a.startswith("--export="))
+    assert step[:2] == ["srun", "--jobid=42"] and "--overlap" in step
+    assert "VIRTUAL_ENV" not in exported and ".venv" not in exported
+    assert exported.startswith("--export=PATH=/usr/local/sbin:") and "SLURM_OVERLAP=1" in exported
+    monkeypatch.setenv("SLURM_CONF", "/etc/site/slurm.conf")  # a site's own configuration
+    assert next(a for a in node_step("42") if a.startswith("--export=")).endswith(",SLURM_CONF")
+
+
+def test_a_held_allocation_names_the_nodes_of_the_plan_and_its_inventory(tmp_path):
+    spec = load_spec(REPO / "pocs" / "deepseek-v3-fp8-mi355x-sglang-slurm" / "poc.yaml")
+    held = Allocation(
+        "7", [Host(name="gpu-a1", address="10.1.0.1"), Host(name="gpu-a2", address="10.1.0.2")]
+    )
+    before = plan(spec)
+    assert any("{slurm_node0}" in " ".join(one.argv) + str(one.health_url) for one in before)
+    after = plan(held.spec(spec))
+    text = " ".join(" ".join(one.argv) + str(one.env) + str(one.health_url) for one in after)
+    assert "{slurm_node" not in text and "10.1.0.1" in text
+    inventory = yaml.safe_load(held.inventory(tmp_path / "inventory.yml").read_text())["all"]
+    assert inventory["hosts"] == {
+        "gpu-a1": {"ansible_host": "gpu-a1"},
+        "gpu-a2": {"ansible_host": "gpu-a2"},
+    }
+    assert inventory["vars"]["ansible_connection"] == "srun"
+    assert inventory["vars"]["pocforge_slurm_step"][:2] == ["srun", "--jobid=7"]
+
+
+def test_a_launch_takes_its_job_id_from_the_step_it_runs_in(monkeypatch):
+    launch = NodeLaunch(
+        "serving", "vllm", 1, "n", "server", ["srun", "--jobid={slurm_job}", "--relative=1", "vllm"]
+    )
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    assert on_node(launch, "/w").argv[1] == "--jobid={slurm_job}"  # launch --print, here
+    monkeypatch.setenv("SLURM_JOB_ID", "314")
+    assert on_node(launch, "/w").argv[1] == "--jobid=314"  # the node's launcher, in a step

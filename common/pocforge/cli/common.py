@@ -20,14 +20,14 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 def over_ssh_only(spec, verb: str) -> str | None:
-    """Why ``verb`` cannot take a POC whose nodes Slurm owns yet (None: it can): the run,
-    the rehearsal and the cluster verbs reach nodes over SSH; its job steps print."""
+    """Why ``verb`` cannot take a POC whose nodes Slurm owns (None: it can): the cluster
+    verbs run one stage at a time over SSH, where a Slurm POC's stages share one allocation."""
     if spec.cluster.scheduler != "slurm":
         return None
     return (
-        f"{spec.source_file}: cluster.scheduler: slurm: `pocforge {verb}` reaches the nodes "
-        f"over SSH and cannot run a Slurm allocation's job steps yet; `pocforge launch "
-        f"{spec.name} --print` shows the allocation and every step"
+        f"{spec.source_file}: cluster.scheduler: slurm: `pocforge {verb}` runs one stage at a "
+        f"time over SSH; a Slurm POC runs its stages in one allocation: `pocforge run "
+        f"{spec.name}` (`--stage` for some), or `pocforge launch {spec.name} --print` for its steps"
     )
 
 

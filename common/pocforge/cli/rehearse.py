@@ -10,16 +10,18 @@ engineer rehearses the playbooks here before touching the customer's cluster.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
 import yaml
 from rich.console import Console
 
-from pocforge.cli.common import fail, over_ssh_only
+from pocforge.cli.common import fail
 from pocforge.cli.run import print_verdicts
 
 # The rehearsal nodes have no GPUs, RDMA or spare disk: the preflight checks that need them
@@ -55,20 +57,26 @@ def container_runtime() -> dict:
 
 
 def rehearsal_spec(
-    source: Path, folder: Path, addresses: list[str], runtime: dict | None = None
+    source: Path,
+    folder: Path,
+    addresses: list[str],
+    runtime: dict | None = None,
+    partition: str | None = None,
 ) -> Path:
     """A variant of the POC (``include:`` of its spec) whose hosts are the rehearsal nodes,
-    its serving and training in ``runtime`` when given."""
+    or, with a Slurm ``partition``, whose nodes the rehearsal's Slurm allocates; its
+    serving and training in ``runtime`` when given."""
     from pocforge.spec import load_spec
 
     folder.mkdir(parents=True, exist_ok=True)
+    hosts = [{"name": f"h{n}", "address": address} for n, address in enumerate(addresses, 1)]
     variant: dict = {
         "include": str(source.resolve()),
-        "cluster": {
-            "hosts": [
-                {"name": f"h{n}", "address": address} for n, address in enumerate(addresses, 1)
-            ]
-        },
+        "cluster": (
+            {"hosts": hosts}
+            if partition is None
+            else {"scheduler": "slurm", "slurm": {"partition": partition}}
+        ),
     }
     if runtime is not None:
         included = load_spec(source)
@@ -96,10 +104,20 @@ def rehearsal_spec(
     help="Where serving and training run on the nodes: this machine's environment as it is, "
     "or inside podman containers of the kit's local image (the container path of a GPU POC).",
 )
-def rehearse_cmd(poc: str, count: int | None, stages: tuple[str, ...], runtime: str) -> None:
+@click.option(
+    "--scheduler",
+    type=click.Choice(["ssh", "slurm"]),
+    help="How the run reaches the nodes: over SSH, or as job steps of an allocation of a real "
+    "Slurm the rehearsal runs on them (slurmctld here, a slurmd in each node); default: the "
+    "spec's cluster.scheduler.",
+)
+def rehearse_cmd(
+    poc: str, count: int | None, stages: tuple[str, ...], runtime: str, scheduler: str | None
+) -> None:
     """Run a cluster POC end to end against namespaced nodes made on this machine."""
     from pocforge.paths import workspace_root
     from pocforge.rehearse.nodes import missing_prerequisites
+    from pocforge.rehearse.slurm import missing_daemons
     from pocforge.spec import SpecError, load_poc, resolve_spec_path
 
     try:
@@ -107,8 +125,9 @@ def rehearse_cmd(poc: str, count: int | None, stages: tuple[str, ...], runtime: 
         spec = load_poc(poc)
     except SpecError as exc:
         fail(str(exc))
-    if refused := over_ssh_only(spec, "rehearse"):
-        fail(refused)
+    scheduler = scheduler or spec.cluster.scheduler
+    if scheduler == "slurm" and (why := missing_daemons()):
+        fail(f"cannot run Slurm here: {why}")
     if spec.cluster.gpu != "cpu":
         fail(
             f"{spec.name} is sized for {spec.cluster.gpu}; a rehearsal runs the CPU runtime: "
@@ -123,17 +142,25 @@ def rehearse_cmd(poc: str, count: int | None, stages: tuple[str, ...], runtime: 
     scratch = workspace_root() / ".artifacts" / "rehearse" / spec.name
     code = 0
     try:
-        code = _rehearse(spec, source, scratch, count, list(stages), runtime)
+        code = _rehearse(spec, source, scratch, count, list(stages), runtime, scheduler)
     except (OSError, subprocess.CalledProcessError, TimeoutError, RuntimeError) as exc:
         fail(f"rehearsal nodes: {type(exc).__name__}: {exc}")
     click.echo("rehearsal nodes torn down")
     sys.exit(code)
 
 
-def rehearsal_target(made, source: Path, scratch: Path, name: str, runtime: str = "kit"):
+def rehearsal_target(
+    made,
+    source: Path,
+    scratch: Path,
+    name: str,
+    runtime: str = "kit",
+    partition: str | None = None,
+):
     """(the POC's variant with the nodes' addresses, how the runner drives the nodes) for the
-    rehearsal nodes ``made``; raises SpecError when the variant does not load, ImageError
-    when the container image cannot be built."""
+    rehearsal nodes ``made``, or allocated by the rehearsal's Slurm from ``partition``;
+    raises SpecError when the variant does not load, ImageError when the container image
+    cannot be built."""
     from pocforge.cluster.known_hosts import policy_vars
     from pocforge.frameworks.base import prepare_model
     from pocforge.runner import Nodes
@@ -156,7 +183,7 @@ def rehearsal_target(made, source: Path, scratch: Path, name: str, runtime: str 
         in_containers = container_runtime()
         # for the podman client the nodes' process manager starts (not the container's env)
         extravars["workload_env"] = {"CONTAINERS_CONF": engine_env("podman")["CONTAINERS_CONF"]}
-    variant = load_spec(rehearsal_spec(source, scratch / name, addresses, in_containers))
+    variant = load_spec(rehearsal_spec(source, scratch / name, addresses, in_containers, partition))
     prepare_model(variant)
     # The nodes' host keys are known (the rehearsal made them): checked strictly, as a
     # customer's cluster is after its first contact.
@@ -166,7 +193,13 @@ def rehearsal_target(made, source: Path, scratch: Path, name: str, runtime: str 
 
 
 def _rehearse(
-    spec, source: Path, scratch: Path, count: int, stages: list[str], runtime: str = "kit"
+    spec,
+    source: Path,
+    scratch: Path,
+    count: int,
+    stages: list[str],
+    runtime: str = "kit",
+    scheduler: str = "ssh",
 ) -> int:
     from pocforge.paths import workspace_root
     from pocforge.rehearse.image import ImageError
@@ -176,10 +209,17 @@ def _rehearse(
 
     code = 0
     # the nodes see the workspace at its path (the kit runtime reads the POC and the model)
-    with running_cluster(scratch / "nodes", count, shared=(workspace_root(),)) as made:
+    with contextlib.ExitStack() as held:
+        made = held.enter_context(
+            running_cluster(scratch / "nodes", count, shared=(workspace_root(),))
+        )
         click.echo(f"rehearsal nodes: {', '.join(f'{h.name} {h.address}' for h in made.hosts)}")
+        partition = None
+        if scheduler == "slurm":
+            partition = held.enter_context(rehearsal_slurm(made, scratch / "slurm"))
+            click.echo(f"rehearsal Slurm: partition {partition}, a slurmd on every node")
         try:
-            variant, nodes = rehearsal_target(made, source, scratch, spec.name, runtime)
+            variant, nodes = rehearsal_target(made, source, scratch, spec.name, runtime, partition)
         except (SpecError, ImageError) as exc:
             click.echo(str(exc), err=True)
             return 2
@@ -204,6 +244,26 @@ def _rehearse(
             )
             code = 1
     return code
+
+
+@contextlib.contextmanager
+def rehearsal_slurm(made, workdir: Path) -> Iterator[str]:
+    """A real Slurm over the nodes ``made`` for the block (its partition), this process's
+    Slurm clients pointed at it (``SLURM_CONF``); its daemons ended after, also on failure."""
+    from pocforge.rehearse.slurm import SlurmCluster
+
+    slurm = SlurmCluster(made, workdir)
+    before = os.environ.get("SLURM_CONF")
+    try:
+        slurm.start()
+        os.environ["SLURM_CONF"] = str(slurm.conf)
+        yield slurm.partitions[0]
+    finally:
+        if before is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = before
+        slurm.close()
 
 
 def register(main: click.Group) -> None:

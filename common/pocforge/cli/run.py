@@ -9,7 +9,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from pocforge.cli.common import fail, os_error_line, over_ssh_only
+from pocforge.cli.common import fail, os_error_line
 from pocforge.spec import SpecError, load_poc
 
 # Every stage a run can have (kept in step with pocforge.runner.CLUSTER_STAGES by a test;
@@ -58,8 +58,6 @@ def run_cmd(poc: str, resume: str | None, stages: tuple[str, ...]) -> None:
         spec = load_poc(poc)
     except SpecError as exc:
         fail(str(exc))
-    if refused := over_ssh_only(spec, "run"):
-        fail(refused)
     console = Console()
     try:
         run = run_poc(spec, resume=resume, only=list(stages) or None, say=literal(console))

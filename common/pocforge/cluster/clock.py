@@ -47,11 +47,15 @@ class ClockReading(BaseModel):
 
 def node_command(host: InventoryHost, extravars: dict) -> list[str]:
     """The argv that runs a command on ``host`` as the playbooks reach it: SSH with the
-    inventory's user, key, port and options (the host-key policy in ``extravars``), or
-    nothing for the controller itself."""
+    inventory's user, key, port and options (the host-key policy in ``extravars``), a job
+    step on a Slurm allocation's node (the command as ``sh -c``'s), or nothing for the
+    controller itself."""
     if host.local:
         return []
     v = {**host.variables, **extravars}
+    if v.get("ansible_connection") == "srun":  # a job step of the allocation on the node
+        step = [*v["pocforge_slurm_step"], f"--nodelist={host.name}", "--chdir=/tmp"]
+        return [*step, "--job-name=pocforge-clock", "/bin/sh", "-c"]
     argv = ["ssh", "-p", str(host.port), "-o", "BatchMode=yes",
             "-o", f"ConnectTimeout={CONNECT_TIMEOUT_S}"]  # fmt: skip
     if v.get("ansible_ssh_private_key_file"):

@@ -92,11 +92,12 @@ SLURM_NODE = "{{slurm_node{rank}}}"
 
 def node_hosts(spec: PocSpec, ctx: LaunchContext) -> list[str]:
     """Address per node rank: the spec's hosts, its inventory, else placeholders ``node0``…;
-    on a Slurm cluster the allocation's nodes (``slurm.nodelist``, else :data:`SLURM_NODE`)."""
+    on a Slurm cluster the allocation's nodes (its hosts once a run holds it, else
+    ``slurm.nodelist``, else :data:`SLURM_NODE`)."""
     if ctx.host_override is not None:
         return [ctx.host_override] * spec.cluster.nodes
     slurm = spec.cluster.slurm
-    if slurm is not None:
+    if slurm is not None and not spec.cluster.hosts:
         return list(slurm.nodelist) or [
             SLURM_NODE.format(rank=rank) for rank in range(spec.cluster.nodes)
         ]

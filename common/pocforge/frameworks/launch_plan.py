@@ -9,6 +9,7 @@ Standard library only: it is copied to the nodes beside ``process.py`` and
 from __future__ import annotations
 
 import dataclasses
+import os
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,15 +108,20 @@ def container_of(launch: NodeLaunch) -> tuple[str, str] | None:
 # In a launch's argv, the folder the process starts in and its generated files are written
 # to (a container mounts it at the same path); replaced when the process starts.
 WORKDIR = "{workdir}"
+# On a cluster Slurm owns, the allocation's job id a launch's step names (--jobid): known
+# on the node from the step the launcher runs in (SLURM_JOB_ID), replaced with the workdir.
+SLURM_JOB = "{slurm_job}"
 
 
 def on_node(launch: NodeLaunch, workdir: str) -> NodeLaunch:
     """``launch`` as it runs in ``workdir``: the :data:`WORKDIR` placeholder of its argv and
     of the folders its container writes replaced (what the process manager starts, and what
-    ``launch --print`` shows)."""
+    ``launch --print`` shows), and :data:`SLURM_JOB` where this process is in a Slurm job."""
+    job = os.environ.get("SLURM_JOB_ID")
 
     def put(text: str) -> str:
-        return text.replace(WORKDIR, workdir)
+        text = text.replace(WORKDIR, workdir)
+        return text.replace(SLURM_JOB, job) if job else text
 
     runtime = dict(launch.runtime) if launch.runtime else None
     if runtime is not None:

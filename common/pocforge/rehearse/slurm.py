@@ -3,10 +3,11 @@ slurmd in each node, from Debian's packages (``make setup``: slurm-wlm 22.05, mu
 
 Measured here (2026-12-06): munged on this machine serves every node (they share its
 ``/run/munge``); ``slurmctld`` must be named by this machine's hostname, at the controller's
-address on the nodes' bridge; each slurmd runs in its node's network namespace with a UTS
-and mount namespace of its own (``nsenter --net … unshare --uts --mount``: ``ip netns exec``
-remounts ``/sys`` and slurmd then finds no cgroup file system), its hostname the node's and
-a hosts file naming every node bound over ``/etc/hosts``. GPUs are fake (``gres.conf`` over
+address on the nodes' bridge; each slurmd runs in its node's own namespaces, those of the
+node's sshd (``nsenter --target``: network, hostname, and mounts with the node's private
+``/opt``, ``/tmp`` and cgroup file systems; under a bare ``ip netns exec`` slurmd finds no
+cgroup file system), a hosts file naming every node bound over ``/etc/hosts``. A job step
+then sees what a task over SSH sees. GPUs are fake (``gres.conf`` over
 character devices 195,N, as NVIDIA's), so GPU requests are judged as on a GPU site.
 ``proctrack/pgid`` ends a step's process tree on ``scancel``; no accounting database, so
 accounts and QoS names are taken as given.
@@ -42,6 +43,7 @@ class SlurmCluster:
     workdir: Path
     partitions: tuple[str, ...] = ("batch",)
     _started: list[subprocess.Popen] = field(default_factory=list)
+    _slurmd: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     @property
     def conf(self) -> Path:
@@ -119,27 +121,43 @@ class SlurmCluster:
         if not self._munge_answers():  # one munged serves here and every node
             Path("/run/munge").mkdir(exist_ok=True)
             shutil.chown("/run/munge", "munge", "munge")
-            munged = subprocess.Popen(["munged", "-F"], user="munge", group="munge")
+            with (self.workdir / "munged.out").open("w") as log:  # one line per credential
+                munged = subprocess.Popen(
+                    ["munged", "-F"], user="munge", group="munge", stdout=log, stderr=log
+                )
             self._started.append(munged)
             deadline = time.monotonic() + TIMEOUT_S
             while not self._munge_answers():
                 if time.monotonic() > deadline:
                     raise RuntimeError("munged did not answer")
                 time.sleep(0.2)
+        # -c: no job of an earlier rehearsal's state holds the nodes
         with (self.workdir / "slurmctld.out").open("w") as log:  # the daemon keeps its copy
             self._started.append(
-                subprocess.Popen(["slurmctld", "-D"], env=self.env, stdout=log, stderr=log)
+                subprocess.Popen(["slurmctld", "-D", "-c"], env=self.env, stdout=log, stderr=log)
             )
-        hosts_file = self.workdir / "hosts"
         for host in self.nodes.hosts:
-            inner = f"hostname {host.name} && mount --bind {hosts_file} /etc/hosts && "
-            inner += f"exec slurmd -D -N {host.name}"
-            argv = ["nsenter", f"--net=/run/netns/{host.netns}", "unshare", "--uts", "--mount",
-                    "--propagation", "private", "sh", "-c", inner]  # fmt: skip
-            with (self.workdir / f"slurmd-{host.name}.out").open("w") as out:
-                self._started.append(subprocess.Popen(argv, env=self.env, stdout=out, stderr=out))
+            self.start_slurmd(host)
         self._wait_idle()
         return self
+
+    def start_slurmd(self, host) -> None:
+        """``host``'s slurmd in the node's own namespaces (those of its sshd: network,
+        hostname, mounts with its private ``/opt`` and ``/tmp``), so a job step sees what a
+        task over SSH sees; a hosts file naming every node is bound over ``/etc/hosts``."""
+        inner = f"mount --bind {self.workdir / 'hosts'} /etc/hosts && "
+        inner += f"exec slurmd -D -N {host.name}"
+        argv = ["nsenter", f"--target={host.sshd.pid}", "--net", "--uts", "--mount",
+                "sh", "-c", inner]  # fmt: skip
+        with (self.workdir / f"slurmd-{host.name}.out").open("a") as out:
+            self._slurmd[host.name] = subprocess.Popen(argv, env=self.env, stdout=out, stderr=out)
+        self._started.append(self._slurmd[host.name])
+
+    def kill_slurmd(self, host) -> None:
+        """``host``'s slurmd ended outright (SIGKILL), as a node the scheduler loses."""
+        process = self._slurmd.pop(host.name)
+        process.kill()
+        process.wait(timeout=10)
 
     def _wait_idle(self) -> None:
         deadline = time.monotonic() + 60

@@ -19,13 +19,15 @@ the report is still rendered.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import signal
 from collections.abc import Callable
 
 from pocforge.frameworks.process import stop_leftovers
 from pocforge.results.secrets import Redactor
 from pocforge.results.store import Run, RunStore
-from pocforge.runner import cluster, local
+from pocforge.runner import cluster, local, slurm
 from pocforge.runner.cluster import NodeFailure, Nodes
 from pocforge.spec import PocSpec
 
@@ -48,7 +50,11 @@ class RunnerError(RuntimeError):
 
 def on_nodes(spec: PocSpec, nodes: Nodes | None) -> bool:
     """Whether the POC runs on nodes (Ansible) rather than on this machine."""
-    return nodes is not None or bool(spec.cluster.hosts or spec.cluster.inventory)
+    return (
+        nodes is not None
+        or bool(spec.cluster.hosts or spec.cluster.inventory)
+        or spec.cluster.scheduler == "slurm"
+    )
 
 
 def wants(spec: PocSpec, name: str, remote: bool) -> bool:
@@ -132,32 +138,33 @@ def run_poc(
         run = store.create(spec, run_id=run_id)
     if not (run.path / "plan.json").exists():
         _write_plan(spec, run, say)
-    if remote and nodes is None:
-        nodes = Nodes.from_spec(spec, run.path)
     wanted = [s for s in order if (only is None or s in only) and wants(spec, s, remote)]
     if remote and spec.cluster.gpu != "cpu" and spec.kernels and spec.kernels.ops:
         say("kernels: benchmarked on a GPU node (scripts/gpu-kernels.sh), not in a cluster run")
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
-        for name in wanted:
-            done = run.manifest.stages.get(name)
-            if done is not None and done.status == "complete":
-                say(f"{name}: complete in {run.path.name}, skipped")
-                continue
-            if name == "report":
-                continue  # rendered below, once the run's status is final
-            if done is not None and not remote:
-                for line in stop_leftovers(run.path / name):
-                    say(f"{name}: {line}")
-            if done is not None and remote and done.status == "running" and name in DEPLOYED:
-                cluster.teardown_leftovers(run, nodes, say)
-            if done is not None and (moved := run.retire_stage(name)):
-                say(f"{name}: the unfinished attempt is kept as {moved}; running it again")
-            if remote and name in CLUSTER_STEPS:
-                CLUSTER_STEPS[name](spec, run, nodes, say)
-            else:
-                with run.stage(name) as stage:
-                    local.run_stage(name, spec, stage.dir, say, node_rank)
+        with contextlib.ExitStack() as held:
+            if remote:
+                spec, nodes = _reach_nodes(spec, run, nodes, held, say)
+            for name in wanted:
+                done = run.manifest.stages.get(name)
+                if done is not None and done.status == "complete":
+                    say(f"{name}: complete in {run.path.name}, skipped")
+                    continue
+                if name == "report":
+                    continue  # rendered below, once the run's status is final
+                if done is not None and not remote:
+                    for line in stop_leftovers(run.path / name):
+                        say(f"{name}: {line}")
+                if done is not None and remote and done.status == "running" and name in DEPLOYED:
+                    cluster.teardown_leftovers(run, nodes, say)
+                if done is not None and (moved := run.retire_stage(name)):
+                    say(f"{name}: the unfinished attempt is kept as {moved}; running it again")
+                if remote and name in CLUSTER_STEPS:
+                    CLUSTER_STEPS[name](spec, run, nodes, say)
+                else:
+                    with run.stage(name) as stage:
+                        local.run_stage(name, spec, stage.dir, say, node_rank)
         run.finish()
     except KeyboardInterrupt:
         run.finish("interrupted")
@@ -174,6 +181,18 @@ def run_poc(
         signal.signal(signal.SIGTERM, previous)
     _report(run, wanted, say)
     return run
+
+
+def _reach_nodes(spec: PocSpec, run: Run, nodes: Nodes | None, held, say: Say):
+    """(the spec as its nodes run it, how the kit reaches them): on a cluster Slurm owns,
+    the run's allocation (held by ``held`` until the stages end) and its nodes through job
+    steps; else the given nodes, or the spec's own hosts or inventory."""
+    if spec.cluster.scheduler == "slurm":
+        made = held.enter_context(slurm.allocated(spec, run, say))
+        given = nodes or Nodes(run.path / "cluster" / "inventory.yml")
+        inventory = made.inventory(run.path / "cluster" / "inventory.yml")
+        return made.spec(spec), dataclasses.replace(given, inventory=inventory)
+    return spec, nodes or Nodes.from_spec(spec, run.path)
 
 
 def _write_plan(spec: PocSpec, run: Run, say: Say) -> None:

@@ -33,6 +33,7 @@ from pocforge.cluster.driver import PLAYBOOKS
 from pocforge.cluster.ep_alltoall import ep_tests
 from pocforge.cluster.events import ClusterResult
 from pocforge.cluster.known_hosts import known_hosts_path, policy_vars
+from pocforge.cluster.slurm_client import SlurmError, node_lost
 from pocforge.cluster.workload import adopt_training, check_plans, checker_folder, workload_vars
 from pocforge.frameworks.base import inventory_hosts, model_path
 from pocforge.frameworks.disagg import connector_of
@@ -87,10 +88,16 @@ def host_key_vars(spec: PocSpec) -> dict:
 
 
 def unreachable_nodes(inventory: Path, timeout_s: float = 3.0) -> list[str]:
-    """The inventory's hosts whose SSH port does not answer now (to name a node that died)."""
+    """The inventory's hosts whose SSH port does not answer now, or that Slurm reports
+    lost (to name a node that died)."""
     down = []
     for host in inventory_hosts(inventory):
         if host.local:
+            continue
+        if host.variables.get("ansible_connection") == "srun":
+            with contextlib.suppress(SlurmError):  # a controller that does not answer: no news
+                if state := node_lost(host.name):
+                    down.append(f"{host.name} ({host.address}): Slurm reports it {state}")
             continue
         try:
             with socket.create_connection((host.address, host.port), timeout=timeout_s):

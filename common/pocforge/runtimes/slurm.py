@@ -24,13 +24,17 @@ as the process manager puts in ``{workdir}``).
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 
 from pocforge.catalog import gpu
-from pocforge.frameworks.launch_plan import NodeLaunch
+from pocforge.frameworks.launch_plan import SLURM_JOB, NodeLaunch
 from pocforge.spec import PocSpec
 
-JOB = "{slurm_job}"
+JOB = SLURM_JOB
+# What a step the kit starts on a node carries of the caller's environment: a login PATH
+# and who runs it, not the controller's environments (srun's default is all of it)
+LOGIN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 IMAGES = "/opt/pocforge/images"  # where a node keeps the images enroot imported
 
 
@@ -57,6 +61,26 @@ def allocation(spec: PocSpec) -> list[str]:
     if gpu(cluster.gpu).is_gpu:
         argv.append(f"--gpus-per-node={cluster.gpus_per_node}")
     return argv
+
+
+def node_step(job: str) -> list[str]:
+    """The start of a step of allocation ``job`` on one node (the caller adds
+    ``--nodelist``): one task, sharing the node with the run's other steps, with a plain
+    environment (``SLURM_CONF`` too where this machine names one, and ``SLURM_OVERLAP`` so a
+    step started from the node, mpirun's daemons, overlaps as well). The playbooks' srun
+    connection starts every task's command with it, the workload role its launcher."""
+    exported = [f"PATH={LOGIN_PATH}", "HOME", "USER", "LANG=C.UTF-8", "SLURM_OVERLAP=1"]
+    if "SLURM_CONF" in os.environ:
+        exported.append("SLURM_CONF")
+    return [
+        "srun",
+        f"--jobid={job}",
+        "--nodes=1",
+        "--ntasks=1",
+        "--overlap",
+        "--quiet",
+        f"--export={','.join(exported)}",
+    ]
 
 
 def uses_pyxis(spec: PocSpec) -> bool:
