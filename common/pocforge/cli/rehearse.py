@@ -23,6 +23,7 @@ from rich.console import Console
 
 from pocforge.cli.common import fail
 from pocforge.cli.run import print_verdicts
+from pocforge.rehearse.slurm import SlurmCluster
 
 # The rehearsal nodes have no GPUs, RDMA or spare disk: the preflight checks that need them
 # are relaxed; the kit's own environments are shared with the nodes (one file system).
@@ -216,7 +217,7 @@ def _rehearse(
         click.echo(f"rehearsal nodes: {', '.join(f'{h.name} {h.address}' for h in made.hosts)}")
         partition = None
         if scheduler == "slurm":
-            partition = held.enter_context(rehearsal_slurm(made, scratch / "slurm"))
+            partition = held.enter_context(rehearsal_slurm(made, scratch / "slurm")).partitions[0]
             click.echo(f"rehearsal Slurm: partition {partition}, a slurmd on every node")
         try:
             variant, nodes = rehearsal_target(made, source, scratch, spec.name, runtime, partition)
@@ -247,17 +248,15 @@ def _rehearse(
 
 
 @contextlib.contextmanager
-def rehearsal_slurm(made, workdir: Path) -> Iterator[str]:
-    """A real Slurm over the nodes ``made`` for the block (its partition), this process's
-    Slurm clients pointed at it (``SLURM_CONF``); its daemons ended after, also on failure."""
-    from pocforge.rehearse.slurm import SlurmCluster
-
+def rehearsal_slurm(made, workdir: Path) -> Iterator[SlurmCluster]:
+    """A real Slurm over the nodes ``made`` for the block, this process's Slurm clients
+    pointed at it (``SLURM_CONF``); its daemons ended after, also on failure."""
     slurm = SlurmCluster(made, workdir)
     before = os.environ.get("SLURM_CONF")
     try:
         slurm.start()
         os.environ["SLURM_CONF"] = str(slurm.conf)
-        yield slurm.partitions[0]
+        yield slurm
     finally:
         if before is None:
             os.environ.pop("SLURM_CONF", None)

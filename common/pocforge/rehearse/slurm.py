@@ -85,6 +85,8 @@ class SlurmCluster:
             "SelectTypeParameters=CR_Core",
             "ReturnToService=2",
             "KillWait=5",
+            # a node whose slurmd stops answering is DOWN within seconds, not Slurm's 300 s
+            "SlurmdTimeout=10",
             "MpiDefault=none",
             "AccountingStorageType=accounting_storage/none",
             "JobAcctGatherType=jobacct_gather/none",
@@ -138,7 +140,7 @@ class SlurmCluster:
             )
         for host in self.nodes.hosts:
             self.start_slurmd(host)
-        self._wait_idle()
+        self.wait_idle()
         return self
 
     def start_slurmd(self, host) -> None:
@@ -159,7 +161,8 @@ class SlurmCluster:
         process.kill()
         process.wait(timeout=10)
 
-    def _wait_idle(self) -> None:
+    def wait_idle(self) -> None:
+        """Until Slurm has every node idle (a restarted slurmd registers in seconds)."""
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             done = self.client("sinfo", "-h", "-o", "%T")
