@@ -61,3 +61,38 @@ def test_what_a_site_cannot_grant_is_refused_in_slurms_words(slurm):
     ]
     granted, said = slurm.test_only(elsewhere)
     assert not granted and "Invalid partition name specified" in said
+
+
+def test_a_queued_allocation_waits_and_ctrl_c_cancels_it(slurm):
+    """Both nodes held by another job: the run's salloc is queued and says so; Ctrl-C then
+    cancels the queued job (salloc's own SIGINT), and only the other job is left."""
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    held = slurm.client("salloc", "--no-shell", "--nodes=2", "--exclusive", "--job-name=other")
+    other = re.search(r"allocation (\d+)", held.stderr).group(1)
+    try:
+        code = (
+            "from pocforge.runner.slurm import salloc\n"
+            "salloc(['salloc', '--no-shell', '--nodes=2', '--exclusive', '--job-name=run'], print)"
+        )
+        run = subprocess.Popen(
+            [sys.executable, "-u", "-c", code],
+            env=slurm.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert run.stdout is not None
+        line = run.stdout.readline()  # '' if the child ended: its stderr says why
+        assert "is queued; waiting for Slurm to grant it" in line, line or run.stderr.read()
+        queued = slurm.client("squeue", "--noheader", "--format=%j %T").stdout.split("\n")
+        assert "run PENDING" in queued, queued
+        run.send_signal(signal.SIGINT)
+        assert run.wait(timeout=30) != 0
+        left = slurm.client("squeue", "--noheader", "--format=%i %j").stdout.split()
+        assert left == [other, "other"], left
+    finally:
+        slurm.client("scancel", other)

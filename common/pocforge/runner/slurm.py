@@ -68,7 +68,7 @@ class Allocation:
         return dest
 
 
-def _salloc(argv: list[str], say: Say) -> str:
+def salloc(argv: list[str], say: Say) -> str:
     """Run ``salloc --no-shell`` until Slurm grants the job (a queue may hold it); its id.
     Ctrl-C while it waits cancels the pending job, as salloc does on SIGINT."""
     try:
@@ -137,7 +137,7 @@ def allocated(spec: PocSpec, run, say: Say) -> Iterator[Allocation]:
     argv = allocation(spec)
     say(f"slurm: {' '.join(argv)}")
     try:
-        job = _salloc(argv, say)
+        job = salloc(argv, say)
     except SlurmError as exc:
         raise NodeFailure(f"slurm: {exc}") from None
     record: dict = {"job": job, "salloc": argv, "granted": datetime.now(UTC).isoformat()}
