@@ -386,7 +386,28 @@ GOOD_DIFF = """\
         ("# pocforge-patch: framework=vllm version=>=1\n# d\n" + GOOD_DIFF, "not an exact"),
         ("# pocforge-patch: framework=torch version=1\n# d\n" + GOOD_DIFF, "unknown framework"),
         ("# pocforge-patch: framework=sglang version=1\n# d\n" + GOOD_DIFF, "is in patches/vllm"),
-        ("# pocforge-patch: framework=vllm version=1\n" + GOOD_DIFF, r":2: say what the patch"),
+        ("# pocforge-patch: framework=vllm version=1\n" + GOOD_DIFF, r":2: say why the patch"),
+        (
+            "# pocforge-patch: framework=vllm version=1\n# state: fixed\n# d\n" + GOOD_DIFF,
+            ":2: state 'fixed' is not one of",
+        ),
+        (
+            "# pocforge-patch: framework=vllm version=1\n# d\n# upstream: PR 12\n" + GOOD_DIFF,
+            ":3: upstream 'PR 12' is not a URL",
+        ),
+        (
+            "# pocforge-patch: framework=vllm version=1\n# d\n# state: merged in 0.33.0\n"
+            + GOOD_DIFF,
+            "names no upstream",
+        ),
+        (
+            "# pocforge-patch: framework=vllm version=1\n# d\n# owner: a\n# owner: b\n" + GOOD_DIFF,
+            ":4: owner is given twice",
+        ),
+        (
+            "# pocforge-patch: framework=vllm version=1\n# serves: acme\n" + GOOD_DIFF,
+            r":2: say why the patch",
+        ),
         ("# pocforge-patch: framework=vllm version=1\n# d\n", "no unified diff"),
         (
             "# pocforge-patch: framework=vllm version=1\n# d\n"
@@ -417,6 +438,11 @@ GOOD_DIFF = """\
         "unknown-framework",
         "wrong-folder",
         "no-description",
+        "unknown-state",
+        "upstream-not-a-url",
+        "merged-without-upstream",
+        "owner-twice",
+        "only-metadata",
         "no-diff",
         "other-package",
         "dot-dot-path",
@@ -431,6 +457,20 @@ def test_malformed_patch_is_a_clear_error_naming_the_file(tmp_path, text, match)
     with pytest.raises(PatchError, match=match) as info:
         parse_patch(path, "vllm")
     assert str(info.value).startswith(str(path))
+
+
+def test_a_patch_says_its_way_to_product_in_its_header(tmp_path):
+    """serves, upstream, state and owner lines are read apart from the reason."""
+    path = tmp_path / "0001-x.patch"
+    path.write_text(
+        "# pocforge-patch: framework=vllm version=1\n# Fixes x for the POC.\n"
+        "# serves: acme chat POC\n# upstream: https://github.com/vllm-project/vllm/pull/1\n"
+        "# state: merged in 0.33.0\n# owner: jane\n" + GOOD_DIFF
+    )
+    patch = parse_patch(path, "vllm")
+    assert patch.description == "Fixes x for the POC."
+    assert patch.said("state") == "merged in 0.33.0" and patch.said("owner") == "jane"
+    assert patch.said("serves") == "acme chat POC"
 
 
 def test_malformed_patch_in_a_poc_exits_2_with_one_line(tmp_path):

@@ -1,11 +1,14 @@
-"""``pocforge patch check|apply|revert POC``: a POC's framework patches on the installed framework.
+"""``pocforge patch check|apply|revert POC``: a POC's framework patches on the installed framework;
+``pocforge patch status POC --against FRAMEWORK==VERSION|latest``: how they fare on a release.
 
 Exit codes: 0 ok, 1 refused (version mismatch, conflict, framework missing, stale record:
-nothing was changed), 2 bad input (unknown POC, malformed patch file, unusable --python).
+nothing was changed; for ``status``, a patch that conflicts), 2 bad input (unknown POC,
+malformed patch file, unusable --python, a release the index does not have).
 """
 
 from __future__ import annotations
 
+import json
 import sys
 
 import click
@@ -71,6 +74,50 @@ def apply_cmd(poc: str, python: str | None, frameworks: tuple[str, ...]) -> None
 def revert_cmd(poc: str, python: str | None, frameworks: tuple[str, ...], force: bool) -> None:
     """Restore the files POC's patches changed, byte for byte, from the copies saved at apply."""
     _finish(_run(revert, poc, python, frameworks, force=force), "nothing to revert")
+
+
+@patch_group.command("status")
+@click.argument("poc")
+@click.option(
+    "--against",
+    required=True,
+    metavar="FRAMEWORK==VERSION|latest",
+    help="The release to judge the patches on (vllm==0.33.0), or each framework's newest.",
+)
+@click.option("--json", "as_json", is_flag=True, help="One JSON document, for CI.")
+def status_cmd(poc: str, against: str, as_json: bool) -> None:
+    """Say per patch how it fares on another release: already upstream, applies cleanly,
+    applies with offsets or fuzz, or conflicts (which hunks, at which lines). The release's
+    source is fetched from the package index once (.artifacts/releases) and only read."""
+    from pocforge.frameworks.patching import discover
+    from pocforge.frameworks.patching.against import status
+    from pocforge.paths import workspace_root
+
+    try:
+        spec = load_poc(poc)
+        if spec.source_dir is None:
+            raise PatchError(
+                f"{spec.name}: the spec was not loaded from a file, so it has no patches/"
+            )
+        groups = discover(spec.source_dir / "patches")
+        say = (lambda line: None) if as_json else (lambda line: click.echo(line, err=True))
+        judged = status(groups, against, workspace_root() / ".artifacts" / "releases", say)
+    except (SpecError, PatchError, ValueError) as exc:
+        fail(str(exc))
+    if as_json:
+        click.echo(
+            json.dumps(
+                {"poc": spec.name, "against": against, "patches": [j.as_dict() for j in judged]},
+                indent=2,
+            )
+        )
+    else:
+        for one in judged:
+            click.echo(one.line())
+        if not judged:
+            click.echo("no patches")
+    if any(one.verdict == "conflicts" for one in judged):
+        sys.exit(1)
 
 
 def _run(verb, poc: str, python: str | None, frameworks: tuple[str, ...], **kwargs) -> Report:

@@ -6,11 +6,21 @@ relative to the folder that holds the framework's package, i.e. ``patch -p1``)::
 
     # pocforge-patch: framework=vllm version=0.32.0
     # Why this patch exists, in one or more lines.
+    # serves: the customer ask or POC it is for
+    # upstream: https://github.com/vllm-project/vllm/pull/12345
+    # state: proposed
+    # owner: who carries it
     diff --git a/vllm/collect_env.py b/vllm/collect_env.py
     --- a/vllm/collect_env.py
     +++ b/vllm/collect_env.py
     @@ -26,6 +26,9 @@
     ...
+
+The description says why the patch exists and is required. ``# key: value`` lines among it
+are the patch's way to product (all optional, each checked when given): ``serves`` (the
+customer ask or POC), ``upstream`` (the pull request or issue, a URL, or ``none``), ``state``
+(``proposed``, ``merged in <version>``, ``carried`` or ``dropped``; ``proposed`` and ``merged``
+name their ``upstream``) and ``owner``.
 
 Parsing is strict: a malformed header, a path outside the framework's package, a hunk
 whose line counts do not add up or a diff kind GNU patch cannot replay (renames, binary)
@@ -34,6 +44,12 @@ HEADER_PREFIX = "# pocforge-patch:"
 HEADER_FORM = "# pocforge-patch: framework=<vllm|sglang|deepspeed> version=<exact version>"
 NAME_RE = re.compile(r"^\d{4}-[A-Za-z0-9][A-Za-z0-9._-]*\.patch$")
 VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+!_-]*$")
+META_KEYS = ("serves", "upstream", "state", "owner")
+META_RE = re.compile(r"^(serves|upstream|state|owner):\s*(.*)$")
+STATE_RE = re.compile(
+    r"^(proposed|carried|dropped|merged in (?P<merged>[A-Za-z0-9][A-Za-z0-9.+!_-]*))$"
+)
+STATE_FORM = "proposed, merged in <version>, carried or dropped"
 HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 DEV_NULL = "/dev/null"
 # git extended headers GNU patch cannot replay faithfully, or that we do not back up.
@@ -62,6 +78,11 @@ class PatchFile:
     description: str
     changes: tuple[FileChange, ...]
     sha256: str
+    meta: tuple[tuple[str, str], ...] = ()  # its way to product: serves, upstream, state, owner
+
+    def said(self, key: str) -> str | None:
+        """The header's ``key`` (one of :data:`META_KEYS`), None where it says nothing."""
+        return dict(self.meta).get(key)
 
     @property
     def files(self) -> list[str]:
@@ -114,12 +135,20 @@ def parse_patch(path: Path, framework: str | None = None, base: Path | None = No
             f"{path}:1: header names framework={fields['framework']} but the file is in "
             f"patches/{framework}/"
         )
-    description, body_start = [], 1
+    description, meta, body_start = [], {}, 1
     while body_start < len(lines) and lines[body_start].startswith("#"):
-        description.append(lines[body_start][1:].strip())
+        said = lines[body_start][1:].strip()
+        if match := META_RE.match(said):
+            key, value = match.groups()
+            if key in meta:
+                raise PatchError(f"{path}:{body_start + 1}: {key} is given twice")
+            meta[key] = _meta(path, body_start + 1, key, value.strip())
+        else:
+            description.append(said)
         body_start += 1
     if not " ".join(description).strip():
-        raise PatchError(f"{path}:2: say what the patch does in '# ' lines after the header")
+        raise PatchError(f"{path}:2: say why the patch exists in '# ' lines after the header")
+    _consistent(path, meta)
     package = FRAMEWORKS[fields["framework"]][0]
     changes = _changes(path, lines, body_start, package)
     return PatchFile(
@@ -130,7 +159,29 @@ def parse_patch(path: Path, framework: str | None = None, base: Path | None = No
         description="\n".join(description).strip(),
         changes=tuple(changes),
         sha256=hashlib.sha256(data).hexdigest(),
+        meta=tuple((key, meta[key]) for key in META_KEYS if key in meta),
     )
+
+
+def _meta(path: Path, lineno: int, key: str, value: str) -> str:
+    if not value:
+        raise PatchError(f"{path}:{lineno}: {key} is empty; give it or drop the line")
+    if key == "state" and not STATE_RE.match(value):
+        raise PatchError(f"{path}:{lineno}: state {value!r} is not one of {STATE_FORM}")
+    if key == "upstream" and value != "none" and not value.startswith(("https://", "http://")):
+        raise PatchError(
+            f"{path}:{lineno}: upstream {value!r} is not a URL: the pull request or issue "
+            "(https://...), or none"
+        )
+    return value
+
+
+def _consistent(path: Path, meta: dict[str, str]) -> None:
+    state = meta.get("state", "")
+    if state.startswith(("proposed", "merged")) and meta.get("upstream", "none") == "none":
+        raise PatchError(
+            f"{path}: state {state!r} names no upstream: add '# upstream: <the pull request URL>'"
+        )
 
 
 def _known(framework: str, where: str) -> None:

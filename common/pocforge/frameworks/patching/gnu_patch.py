@@ -1,6 +1,7 @@
 """The GNU ``patch`` driver: find the binary, replay one patch file in a folder, say why it failed.
 
-Only the dry run calls it, always on a scratch copy of the installed files; the installed
+Only dry runs call it: on a scratch copy of the installed files, or on a release's source
+the kit fetched (:mod:`~pocforge.frameworks.patching.against`); the installed
 files themselves are written by :mod:`~pocforge.frameworks.patching.backup`, never by
 ``patch``. GNU patch, not BSD or busybox: the flags and the messages :func:`failure` reads
 are GNU's.
@@ -36,14 +37,16 @@ def binary() -> str:
 
 
 def run(
-    patch: PatchFile, folder: Path, reverse: bool = False, dry_run: bool = False
+    patch: PatchFile, folder: Path, reverse: bool = False, dry_run: bool = False, fuzz: int = 0
 ) -> tuple[bool, str]:
-    """Replay ``patch`` in ``folder``: (exit status 0, stdout and stderr together)."""
+    """Replay ``patch`` in ``folder``: (exit status 0, stdout and stderr together).
+    ``fuzz``: context lines a hunk may ignore (0 for a patch on its pinned version; a
+    release the patch was not written for is also tried with GNU patch's default, 2)."""
     cmd = [
         binary(),
         "-p1",
         "--force",  # never ask; never guess that a patch is reversed
-        "--fuzz=0",  # a patch pinned to an exact version must match its context exactly
+        f"--fuzz={fuzz}",  # a patch pinned to an exact version must match its context exactly
         "--no-backup-if-mismatch",
         "--reject-file=-",
         "-d",

@@ -1,0 +1,80 @@
+"""``pocforge patch status POC --against FRAMEWORK==VERSION``: a POC's vLLM patches, pinned
+to 0.32.0, judged on vLLM 0.33.0's real source (its sdist from the package index, fetched
+once into .artifacts/releases): the demo patch still applies; a customer's line 0.33.0
+rewrote conflicts; a change vLLM made itself between the two releases is already upstream;
+a hunk below lines 0.33.0 inserted applies at an offset (tests/data/README.md: patches)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from click.testing import CliRunner
+
+from pocforge.cli import main
+
+from ..conftest import REPO
+
+pytestmark = pytest.mark.process  # the package index, over the network
+
+DATA = REPO / "tests" / "data" / "patches" / "vllm"
+DEMO = REPO / "pocs" / "demo"
+
+
+@pytest.fixture
+def poc(tmp_path):
+    folder = tmp_path / "demo"
+    shutil.copytree(DEMO, folder)
+    for patch in sorted(DATA.glob("*.patch")):
+        shutil.copy(patch, folder / "patches" / "vllm" / patch.name)
+    return folder
+
+
+def status(poc, *args):
+    return CliRunner().invoke(main, ["patch", "status", str(poc), *args])
+
+
+def test_each_patch_is_judged_on_a_later_release(poc):
+    done = status(poc, "--against", "vllm==0.33.0")
+    rows = dict(line.split(": ", 1) for line in done.stdout.splitlines())
+    assert rows["vllm/0001-collect-env-marker.patch"] == "applies cleanly on vllm 0.33.0"
+    assert rows["vllm/0002-acme-audio-asset.patch"] == (
+        "conflicts on vllm 0.33.0 (vllm/assets/audio.py hunk #1 at line 14)"
+    )
+    assert rows["vllm/0003-minicpm-ocr-template.patch"] == (
+        "already upstream on vllm 0.33.0 (the reverse applies cleanly)"
+    )
+    assert rows["vllm/0004-kv-events-queue.patch"] == (
+        "applies with offsets or fuzz on vllm 0.33.0 (1 hunk(s) moved)"
+    )
+    assert done.exit_code == 1  # a conflict, as the other patch verbs refuse one
+
+
+def test_on_the_release_they_are_pinned_to_every_patch_applies(poc):
+    done = status(poc, "--against", "vllm==0.32.0", "--json")
+    assert done.exit_code == 0, done.output
+    judged = json.loads(done.stdout)["patches"]
+    assert [one["verdict"] for one in judged] == ["applies"] * 4
+    assert {one["pinned"] for one in judged} == {"0.32.0"}
+
+
+def test_json_names_the_conflicting_hunks_for_ci(poc):
+    done = status(poc, "--against", "vllm==0.33.0", "--json")
+    (conflict,) = [
+        one for one in json.loads(done.stdout)["patches"] if one["verdict"] == "conflicts"
+    ]
+    assert conflict["hunks"] == ["vllm/assets/audio.py hunk #1 at line 14"]
+
+
+@pytest.mark.parametrize(
+    ("against", "said"),
+    [
+        ("vllm-0.33.0", "expected FRAMEWORK==VERSION (vllm==0.33.0) or latest"),
+        ("vllm==9.9.9", "vllm==9.9.9: the package index has no such release"),
+        ("sglang==0.5.22", "the POC has no sglang patches (it has: vllm)"),
+    ],
+)
+def test_a_release_that_cannot_be_judged_is_one_line_exit_2(poc, against, said):
+    done = status(poc, "--against", against)
+    assert done.exit_code == 2 and said in done.output and "Traceback" not in done.output
