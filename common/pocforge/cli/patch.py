@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import click
 
@@ -90,7 +91,7 @@ def status_cmd(poc: str, against: str, as_json: bool) -> None:
     applies with offsets or fuzz, or conflicts (which hunks, at which lines). The release's
     source is fetched from the package index once (.artifacts/releases) and only read."""
     from pocforge.frameworks.patching import discover
-    from pocforge.frameworks.patching.against import status
+    from pocforge.frameworks.patching.against import record, status
     from pocforge.paths import workspace_root
 
     try:
@@ -102,6 +103,7 @@ def status_cmd(poc: str, against: str, as_json: bool) -> None:
         groups = discover(spec.source_dir / "patches")
         say = (lambda line: None) if as_json else (lambda line: click.echo(line, err=True))
         judged = status(groups, against, workspace_root() / ".artifacts" / "releases", say)
+        record(spec.name, judged, workspace_root() / ".artifacts" / "patch-status")
     except (SpecError, PatchError, ValueError) as exc:
         fail(str(exc))
     if as_json:
@@ -118,6 +120,32 @@ def status_cmd(poc: str, against: str, as_json: bool) -> None:
             click.echo("no patches")
     if any(one.verdict == "conflicts" for one in judged):
         sys.exit(1)
+
+
+@patch_group.command("report")
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write it here (default: stdout).",
+)
+def report_cmd(out: Path | None) -> None:
+    """Every patch of every POC in pocs/: the customer and reason, where it stands upstream,
+    the runs that proved it (results/) and how it fares on the newest release checked
+    (`pocforge patch status`), as one markdown table for the product planning meeting."""
+    from pocforge.paths import pocs_dir, results_root, workspace_root
+    from pocforge.report.patches import markdown, rows
+
+    try:
+        text = markdown(
+            rows(pocs_dir(), results_root(), workspace_root() / ".artifacts" / "patch-status")
+        )
+    except PatchError as exc:
+        fail(str(exc))
+    if out is None:
+        click.echo(text, nl=False)
+    else:
+        out.write_text(text)
+        click.echo(f"report: {out}")
 
 
 def _run(verb, poc: str, python: str | None, frameworks: tuple[str, ...], **kwargs) -> Report:

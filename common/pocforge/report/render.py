@@ -26,6 +26,7 @@ from pocforge.report.i18n import (
     gettext_for,
     translations,
 )
+from pocforge.report.patches import section as patches_section
 from pocforge.report.sections import Section
 from pocforge.report.serving_sections import serving_part
 from pocforge.report.stage_sections import stage_sections
@@ -115,6 +116,9 @@ def build(
     more, found = stage_sections(data, run_path, serving.rows, _)
     sections += more
     caveats += found
+    carried = patches_section(data.provenance.patches if data.provenance else [], _)
+    if carried is not None:
+        sections.append(carried)
 
     for v in verdicts:
         if v.verdict != "pass" and v.notes:

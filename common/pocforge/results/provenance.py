@@ -278,12 +278,29 @@ def collect_local(
 
 
 def patches(folder: Path | None) -> list[PatchInfo]:
-    """Checksums of a POC's ``patches/`` files (relative paths)."""
+    """Checksums of a POC's ``patches/`` files (relative paths), with each patch's header:
+    what the run proves it on, for the POC-to-product report."""
     if folder is None or not Path(folder).is_dir():
         return []
     from pocforge.atomic import sha256_file
+    from pocforge.frameworks.patching import PatchError, parse_patch
 
     out = []
     for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
-        out.append(PatchInfo(path=str(path.relative_to(folder)), sha256=sha256_file(path)[0]))
+        info = PatchInfo(path=str(path.relative_to(folder)), sha256=sha256_file(path)[0])
+        if path.suffix == ".patch":
+            try:
+                patch = parse_patch(path, path.parent.name)
+            except PatchError:
+                patch = None
+            if patch is not None:
+                info = info.model_copy(
+                    update={
+                        "framework": patch.framework,
+                        "version": patch.version,
+                        "reason": patch.description,
+                        **{key: patch.said(key) for key in ("serves", "upstream", "state", "owner")},
+                    }
+                )
+        out.append(info)
     return out

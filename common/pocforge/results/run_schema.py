@@ -115,6 +115,15 @@ class HostFacts(Doc):
 class PatchInfo(Doc):
     path: str
     sha256: str
+    # a patch file's header (pocforge.frameworks.patching.files): what it is for and its way
+    # to product; None for another file of patches/ or a header that does not parse
+    framework: str | None = None
+    version: str | None = Field(None, description="The framework version it is pinned to.")
+    reason: str | None = Field(None, description="Why it exists (its description).")
+    serves: str | None = None
+    upstream: str | None = None
+    state: str | None = Field(None, description="proposed, merged in <version>, carried, dropped.")
+    owner: str | None = None
 
 
 class Provenance(Doc):

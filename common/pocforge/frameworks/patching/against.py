@@ -166,3 +166,47 @@ def status(
         root = releases.source(name, release, cache)
         judged += [judge(patch, root, release) for patch in patches]
     return judged
+
+
+def record(poc: str, judged: list[Against], folder: Path) -> Path:
+    """Keep ``judged`` as ``<folder>/<poc>.json``, per ``framework==release`` checked (the
+    report reads the newest release checked of each framework)."""
+    import json
+    from datetime import UTC, datetime
+
+    from pocforge import atomic
+
+    path = folder / f"{poc}.json"
+    kept = json.loads(path.read_text()) if path.is_file() else {}
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    for release in dict.fromkeys(f"{one.framework}=={one.release}" for one in judged):
+        kept[release] = {
+            "checked_at": stamp,
+            "patches": [
+                one.as_dict() for one in judged if f"{one.framework}=={one.release}" == release
+            ],
+        }
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(path, json.dumps(kept, indent=2) + "\n")
+    return path
+
+
+def newest_checked(poc: str, folder: Path) -> dict[str, dict]:
+    """Per patch name, its judgment on the newest release of its framework checked."""
+    import json
+
+    from packaging.version import Version
+
+    path = folder / f"{poc}.json"
+    kept = json.loads(path.read_text()) if path.is_file() else {}
+    newest: dict[str, tuple[Version, dict]] = {}
+    for key, checked in kept.items():
+        framework, _, release = key.partition("==")
+        for one in checked["patches"]:
+            seen = newest.get(one["patch"])
+            if seen is None or Version(release) > seen[0]:
+                newest[one["patch"]] = (
+                    Version(release),
+                    {**one, "checked_at": checked["checked_at"]},
+                )
+    return {name: one for name, (_, one) in newest.items()}
