@@ -299,7 +299,9 @@ def patches(folder: Path | None) -> list[PatchInfo]:
                         "framework": patch.framework,
                         "version": patch.version,
                         "reason": patch.description,
-                        **{key: patch.said(key) for key in ("serves", "upstream", "state", "owner")},
+                        **{
+                            key: patch.said(key) for key in ("serves", "upstream", "state", "owner")
+                        },
                     }
                 )
         out.append(info)
