@@ -78,3 +78,34 @@ def test_json_names_the_conflicting_hunks_for_ci(poc):
 def test_a_release_that_cannot_be_judged_is_one_line_exit_2(poc, against, said):
     done = status(poc, "--against", against)
     assert done.exit_code == 2 and said in done.output and "Traceback" not in done.output
+
+
+def test_rebase_moves_what_still_applies_and_refuses_the_rest_by_name(poc):
+    """--to vllm==0.33.0: the demo patch and the offset one are rewritten against 0.33.0 and
+    pinned to it (the old files kept beside them), and then apply cleanly there; the
+    conflicting one is refused naming its hunk, the upstream one left and said; exit 1."""
+    folder = poc / "patches" / "vllm"
+    before = {p.name: p.read_bytes() for p in folder.glob("*.patch")}
+    done = CliRunner().invoke(main, ["patch", "rebase", str(poc), "--to", "vllm==0.33.0"])
+    assert done.exit_code == 1, done.output
+    said = dict(
+        line.split(": ", 1) for line in done.stdout.splitlines() if line.startswith("vllm/")
+    )
+    assert said["vllm/0002-acme-audio-asset.patch"] == (
+        "refused: conflicts on vllm 0.33.0 (vllm/assets/audio.py hunk #1 at line 14)"
+    )
+    assert said["vllm/0003-minicpm-ocr-template.patch"].startswith("not rebased: already upstream")
+    for name in ("0001-collect-env-marker.patch", "0004-kv-events-queue.patch"):
+        assert said[f"vllm/{name}"].startswith("rebased onto vllm 0.33.0 (was 0.32.0")
+        assert (folder / f"{name}.pinned-0.32.0").read_bytes() == before[name]
+        assert (
+            (folder / name)
+            .read_text()
+            .startswith("# pocforge-patch: framework=vllm version=0.33.0\n")
+        )
+    for name in ("0002-acme-audio-asset.patch", "0003-minicpm-ocr-template.patch"):
+        assert (folder / name).read_bytes() == before[name]  # left as they were
+    judged = json.loads(status(poc, "--against", "vllm==0.33.0", "--json").stdout)["patches"]
+    verdicts = {one["patch"]: one["verdict"] for one in judged}
+    assert verdicts["vllm/0004-kv-events-queue.patch"] == "applies"  # no offset any more
+    assert verdicts["vllm/0001-collect-env-marker.patch"] == "applies"

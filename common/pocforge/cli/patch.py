@@ -122,6 +122,50 @@ def status_cmd(poc: str, against: str, as_json: bool) -> None:
         sys.exit(1)
 
 
+@patch_group.command("rebase")
+@click.argument("poc")
+@click.option(
+    "--to",
+    "to",
+    required=True,
+    metavar="FRAMEWORK==VERSION|latest",
+    help="The release to move the patches to (vllm==0.33.0), or each framework's newest.",
+)
+def rebase_cmd(poc: str, to: str) -> None:
+    """Rewrite each patch that still applies (cleanly, at an offset or with fuzz) against
+    that release, pinned to it; the old file stays beside it (NNNN-x.patch.pinned-<old>).
+    A patch that conflicts is refused (its hunks and lines), one already upstream is left
+    and said; exit 1 when any is refused."""
+    from pocforge.frameworks.patching import discover
+    from pocforge.frameworks.patching.rebase import rebase
+    from pocforge.paths import workspace_root
+
+    try:
+        spec = load_poc(poc)
+        if spec.source_dir is None:
+            raise PatchError(
+                f"{spec.name}: the spec was not loaded from a file, so it has no patches/"
+            )
+        say = lambda line: click.echo(line, err=True)  # noqa: E731 - progress on stderr
+        done = rebase(
+            discover(spec.source_dir / "patches"),
+            to,
+            workspace_root() / ".artifacts" / "releases",
+            say,
+        )
+    except (SpecError, PatchError, ValueError) as exc:
+        fail(str(exc))
+    for one in done:
+        click.echo(one.line())
+    moved = sorted({(one.judged.framework, one.judged.release) for one in done if one.written})
+    for framework, release in moved:
+        click.echo(
+            f"now pin the POC to it: serving.version or training.version: '{release}' ({framework})"
+        )
+    if any(one.refused for one in done):
+        sys.exit(1)
+
+
 @patch_group.command("report")
 @click.option(
     "--out",

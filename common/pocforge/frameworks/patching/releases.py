@@ -10,11 +10,13 @@ same Python files. Only the framework's package is unpacked: a patch's paths are
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
 import shutil
 import tarfile
+import tempfile
 import urllib.error
 import urllib.request
 import zipfile
@@ -89,46 +91,48 @@ def _pick(framework: str, version: str) -> dict:
     return ranked[0]
 
 
-def _unpack(data: bytes, name: str, package: str, into: Path) -> Path:
-    """The release's ``package`` folder unpacked under ``into``; the folder that holds it."""
-    partial = into.with_name(into.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
+def _unpack(data: bytes, name: str, package: str, into: Path) -> str:
+    """The release's ``package`` folder unpacked under ``into``; the folder that holds it,
+    relative to ``into``."""
     if name.endswith(".tar.gz"):
         with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
             root = name[: -len(".tar.gz")]
             wanted = [m for m in archive.getmembers() if m.name.startswith(f"{root}/{package}/")]
-            archive.extractall(partial, members=wanted, filter="data")
-        holder = root
-    else:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            wanted = [n for n in archive.namelist() if n.startswith(f"{package}/")]
-            archive.extractall(partial, members=wanted)
-        holder = "."
-    shutil.rmtree(into, ignore_errors=True)
-    partial.rename(into)  # whole or not there: an interrupted unpack is started again
-    return (into / holder).resolve()
+            archive.extractall(into, members=wanted, filter="data")
+        return root
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        archive.extractall(
+            into, members=[n for n in archive.namelist() if n.startswith(f"{package}/")]
+        )
+    return "."
 
 
 def source(framework: str, version: str, cache: Path) -> Path:
     """The folder holding ``framework``'s package as released in ``version`` (the folder a
-    patch's ``a/<package>/...`` paths are relative to), fetched into ``cache`` once."""
+    patch's ``a/<package>/...`` paths are relative to), fetched into ``cache`` once. It is
+    unpacked aside and renamed into place whole, so two callers at once (test workers) and
+    an interrupted unpack leave no half of it."""
     package = FRAMEWORKS[framework][0]
     into = cache / f"{framework}-{version}"
-    done = into / ".holder"
-    if done.is_file():
-        return (into / done.read_text()).resolve()
-    chosen = _pick(framework, version)
-    try:
-        with urllib.request.urlopen(chosen["url"], timeout=TIMEOUT_S) as answer:
-            data = answer.read()
-    except (urllib.error.URLError, OSError) as exc:
-        raise ReleaseError(f"{chosen['url']}: not fetched ({exc})") from None
-    want = chosen.get("hashes", {}).get("sha256")
-    if want and hashlib.sha256(data).hexdigest() != want:
-        raise ReleaseError(f"{chosen['filename']}: its SHA-256 is not the index's; not used")
-    holder = _unpack(data, chosen["filename"], package, into)
-    if not (holder / package).is_dir():
-        raise ReleaseError(f"{chosen['filename']}: no {package}/ package in it")
-    (into / ".holder").write_text(str(holder.relative_to(into.resolve())))
-    return holder
+    if not (into / ".holder").is_file():
+        chosen = _pick(framework, version)
+        try:
+            with urllib.request.urlopen(chosen["url"], timeout=TIMEOUT_S) as answer:
+                data = answer.read()
+        except (urllib.error.URLError, OSError) as exc:
+            raise ReleaseError(f"{chosen['url']}: not fetched ({exc})") from None
+        want = chosen.get("hashes", {}).get("sha256")
+        if want and hashlib.sha256(data).hexdigest() != want:
+            raise ReleaseError(f"{chosen['filename']}: its SHA-256 is not the index's; not used")
+        cache.mkdir(parents=True, exist_ok=True)
+        partial = Path(tempfile.mkdtemp(dir=cache, prefix=f".{into.name}."))
+        try:
+            holder = _unpack(data, chosen["filename"], package, partial)
+            if not (partial / holder / package).is_dir():
+                raise ReleaseError(f"{chosen['filename']}: no {package}/ package in it")
+            (partial / ".holder").write_text(holder)
+            with contextlib.suppress(OSError):  # another caller put it there first
+                partial.rename(into)
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+    return (into / (into / ".holder").read_text()).resolve()
