@@ -109,3 +109,18 @@ def test_rebase_moves_what_still_applies_and_refuses_the_rest_by_name(poc):
     verdicts = {one["patch"]: one["verdict"] for one in judged}
     assert verdicts["vllm/0004-kv-events-queue.patch"] == "applies"  # no offset any more
     assert verdicts["vllm/0001-collect-env-marker.patch"] == "applies"
+
+
+def test_sglang_patches_are_judged_on_its_wheel(tmp_path):
+    """SGLang ships wheels only: 0.5.23's holds the same Python files. A customer's default
+    still applies there; SGLang's own fix between 0.5.22 and 0.5.23 is already upstream."""
+    folder = tmp_path / "demo"
+    shutil.copytree(DEMO, folder)
+    shutil.copytree(REPO / "tests" / "data" / "patches" / "sglang", folder / "patches" / "sglang")
+    done = status(folder, "--against", "sglang==0.5.23")
+    assert done.exit_code == 0, done.output
+    assert done.stdout.splitlines() == [
+        "sglang/0001-ollama-no-stream-default.patch: applies cleanly on sglang 0.5.23",
+        "sglang/0002-ollama-template-ids.patch: already upstream on sglang 0.5.23 "
+        "(the reverse applies cleanly)",
+    ]
