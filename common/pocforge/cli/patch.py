@@ -81,12 +81,11 @@ def revert_cmd(poc: str, python: str | None, frameworks: tuple[str, ...], force:
 @click.argument("poc")
 @click.option(
     "--against",
-    required=True,
     metavar="FRAMEWORK==VERSION|latest",
     help="The release to judge the patches on (vllm==0.33.0), or each framework's newest.",
 )
 @click.option("--json", "as_json", is_flag=True, help="One JSON document, for CI.")
-def status_cmd(poc: str, against: str, as_json: bool) -> None:
+def status_cmd(poc: str, against: str | None, as_json: bool) -> None:
     """Say per patch how it fares on another release: already upstream, applies cleanly,
     applies with offsets or fuzz, or conflicts (which hunks, at which lines). The release's
     source is fetched from the package index once (.artifacts/releases) and only read."""
@@ -96,6 +95,10 @@ def status_cmd(poc: str, against: str, as_json: bool) -> None:
 
     try:
         spec = load_poc(poc)
+        if against is None:
+            raise PatchError(
+                "--against is missing: give FRAMEWORK==VERSION (vllm==0.33.0) or latest"
+            )
         if spec.source_dir is None:
             raise PatchError(
                 f"{spec.name}: the spec was not loaded from a file, so it has no patches/"
@@ -127,11 +130,10 @@ def status_cmd(poc: str, against: str, as_json: bool) -> None:
 @click.option(
     "--to",
     "to",
-    required=True,
     metavar="FRAMEWORK==VERSION|latest",
     help="The release to move the patches to (vllm==0.33.0), or each framework's newest.",
 )
-def rebase_cmd(poc: str, to: str) -> None:
+def rebase_cmd(poc: str, to: str | None) -> None:
     """Rewrite each patch that still applies (cleanly, at an offset or with fuzz) against
     that release, pinned to it; the old file stays beside it (NNNN-x.patch.pinned-<old>).
     A patch that conflicts is refused (its hunks and lines), one already upstream is left
@@ -142,6 +144,8 @@ def rebase_cmd(poc: str, to: str) -> None:
 
     try:
         spec = load_poc(poc)
+        if to is None:
+            raise PatchError("--to is missing: give FRAMEWORK==VERSION (vllm==0.33.0) or latest")
         if spec.source_dir is None:
             raise PatchError(
                 f"{spec.name}: the spec was not loaded from a file, so it has no patches/"
