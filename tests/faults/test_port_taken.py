@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-import pocforge.frameworks.process as process_module
+import pocforge.frameworks.node_launcher as launcher_module
 
 from .conftest import FaultRow
 
@@ -41,7 +41,7 @@ def test_a_taken_port_is_refused_before_the_start(tmp_path, fault_table):
         )
         began = time.monotonic()
         done = subprocess.run(
-            [sys.executable, process_module.__file__, "serve", str(plan)],
+            [sys.executable, launcher_module.__file__, "serve", str(plan)],
             capture_output=True,
             text=True,
             timeout=60,
