@@ -102,12 +102,20 @@ def test_dashboard_in_chromium(browser, dashboards: dict[str, Path], tmp_path: P
 
 
 def test_dashboard_pdf(dashboards: dict[str, Path], tmp_path: Path) -> None:
-    """One section per page: summary, serving, cluster, provenance, caveats."""
+    """One section per page: summary, serving, cluster, the patches the run carried,
+    provenance, caveats."""
     _chromium_or_skip()
     pypdf = pytest.importorskip("pypdf")
     pdf = print_pdf(dashboards["plain"], tmp_path / "dashboard.pdf")
     pages = [page.extract_text() for page in pypdf.PdfReader(pdf).pages]
-    starts = ["Executive summary", "Serving — chat", "Cluster", "Provenance", "Caveats"]
+    starts = [
+        "Executive summary",
+        "Serving — chat",
+        "Cluster",
+        "Patches: from POC to product",
+        "Provenance",
+        "Caveats",
+    ]
     assert len(pages) == len(starts), [p[:40] for p in pages]
     for text, start in zip(pages, starts, strict=True):
         assert text.lstrip().startswith(start)
