@@ -96,3 +96,30 @@ def test_a_queued_allocation_waits_and_ctrl_c_cancels_it(slurm):
         assert left == [other, "other"], left
     finally:
         slurm.client("scancel", other)
+
+
+def test_a_resumed_run_first_releases_what_a_killed_attempt_left(slurm, tmp_path, monkeypatch):
+    """An attempt killed outright never ran its scancel: its job still holds both nodes
+    (--exclusive), and a new allocation would queue behind it until its time limit. The
+    next attempt of the run releases it first, then takes its own; both are recorded."""
+    import json
+
+    from pocforge.results.store import RunStore
+    from pocforge.runner.slurm import allocated, salloc
+
+    monkeypatch.setenv("SLURM_CONF", str(slurm.conf))
+    spec = poc("deepseek-v3-fp8-mi355x-sglang-slurm")
+    run = RunStore(tmp_path / "results").create(spec, provenance=False)
+    argv = allocation(spec)
+    left = salloc(argv, print)
+    run.write_json("cluster/slurm.json", [{"job": left, "salloc": argv, "granted": "before"}])
+    said: list[str] = []
+    with allocated(spec, run, said.append) as made:
+        assert made.job != left
+        listed = slurm.client("squeue", "--noheader", "--format=%i").stdout.split()
+        assert listed == [made.job], (listed, said)
+    assert slurm.client("squeue", "--noheader").stdout.strip() == ""
+    history = json.loads((run.path / "cluster" / "slurm.json").read_text())
+    assert [one["job"] for one in history] == [left, made.job]
+    assert all("released" in one for one in history)
+    assert any("earlier attempt still holds its nodes" in line for line in said), said

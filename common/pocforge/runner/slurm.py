@@ -130,10 +130,37 @@ def release(job: str, say: Say) -> str:
     return state
 
 
+def _release_left(history: list[dict], run, say: Say) -> None:
+    """An allocation an earlier attempt of this run never released (it was killed outright,
+    SIGKILL or a lost login node, so its ``finally`` never ran) still holds the nodes until
+    its time limit, and a new one for the same nodes would queue behind it: release it
+    first, if Slurm still lists it under this run's job name."""
+    for old in history:
+        if "released" in old:
+            continue
+        name = fields(client("scontrol", "show", "job", old["job"]).stdout).get("JobName")
+        if name == next(
+            (a.split("=", 1)[1] for a in old["salloc"] if a.startswith("--job-name=")), None
+        ):
+            say(
+                f"slurm: job {old['job']} of an earlier attempt still holds its nodes; releasing it"
+            )
+            old["state_at_release"] = release(old["job"], say)
+        old["released"] = datetime.now(UTC).isoformat()
+    if history:
+        run.write_json("cluster/slurm.json", history)
+
+
 @contextlib.contextmanager
 def allocated(spec: PocSpec, run, say: Say) -> Iterator[Allocation]:
     """The run's allocation for the duration of the block, recorded in the run and
     released after it, whatever ends it."""
+    path = run.path / "cluster" / "slurm.json"
+    history = json.loads(path.read_text()) if path.exists() else []
+    try:
+        _release_left(history, run, say)
+    except SlurmError as exc:
+        raise NodeFailure(f"slurm: {exc}") from None
     argv = allocation(spec)
     say(f"slurm: {' '.join(argv)}")
     try:
@@ -141,8 +168,6 @@ def allocated(spec: PocSpec, run, say: Say) -> Iterator[Allocation]:
     except SlurmError as exc:
         raise NodeFailure(f"slurm: {exc}") from None
     record: dict = {"job": job, "salloc": argv, "granted": datetime.now(UTC).isoformat()}
-    path = run.path / "cluster" / "slurm.json"
-    history = json.loads(path.read_text()) if path.exists() else []
     try:
         try:
             made = Allocation(job, _nodes(job))
