@@ -89,21 +89,11 @@ def status_cmd(poc: str, against: str | None, as_json: bool) -> None:
     """Say per patch how it fares on another release: already upstream, applies cleanly,
     applies with offsets or fuzz, or conflicts (which hunks, at which lines). The release's
     source is fetched from the package index once (.artifacts/releases) and only read."""
-    from pocforge.frameworks.patching import discover
     from pocforge.frameworks.patching.against import record, status
     from pocforge.paths import workspace_root
 
     try:
-        spec = load_poc(poc)
-        if against is None:
-            raise PatchError(
-                "--against is missing: give FRAMEWORK==VERSION (vllm==0.33.0) or latest"
-            )
-        if spec.source_dir is None:
-            raise PatchError(
-                f"{spec.name}: the spec was not loaded from a file, so it has no patches/"
-            )
-        groups = discover(spec.source_dir / "patches")
+        spec, groups = _patches_of(poc, "--against", against)
         say = (lambda line: None) if as_json else (lambda line: click.echo(line, err=True))
         judged = status(groups, against, workspace_root() / ".artifacts" / "releases", say)
         record(spec.name, judged, workspace_root() / ".artifacts" / "patch-status")
@@ -138,25 +128,13 @@ def rebase_cmd(poc: str, to: str | None) -> None:
     that release, pinned to it; the old file stays beside it (NNNN-x.patch.pinned-<old>).
     A patch that conflicts is refused (its hunks and lines), one already upstream is left
     and said; exit 1 when any is refused."""
-    from pocforge.frameworks.patching import discover
     from pocforge.frameworks.patching.rebase import rebase
     from pocforge.paths import workspace_root
 
     try:
-        spec = load_poc(poc)
-        if to is None:
-            raise PatchError("--to is missing: give FRAMEWORK==VERSION (vllm==0.33.0) or latest")
-        if spec.source_dir is None:
-            raise PatchError(
-                f"{spec.name}: the spec was not loaded from a file, so it has no patches/"
-            )
+        spec, groups = _patches_of(poc, "--to", to)
         say = lambda line: click.echo(line, err=True)  # noqa: E731 - progress on stderr
-        done = rebase(
-            discover(spec.source_dir / "patches"),
-            to,
-            workspace_root() / ".artifacts" / "releases",
-            say,
-        )
+        done = rebase(groups, to, workspace_root() / ".artifacts" / "releases", say)
     except (SpecError, PatchError, ValueError) as exc:
         fail(str(exc))
     for one in done:
@@ -168,6 +146,19 @@ def rebase_cmd(poc: str, to: str | None) -> None:
         )
     if any(one.refused for one in done):
         sys.exit(1)
+
+
+def _patches_of(poc: str, option: str, value: str | None):
+    """(the POC's spec, its patches per framework) for a verb that judges them on a release
+    named by ``option``; a PatchError naming what is missing."""
+    from pocforge.frameworks.patching import discover
+
+    spec = load_poc(poc)  # a POC that does not exist is named first
+    if value is None:
+        raise PatchError(f"{option} is missing: give FRAMEWORK==VERSION (vllm==0.33.0) or latest")
+    if spec.source_dir is None:
+        raise PatchError(f"{spec.name}: the spec was not loaded from a file, so it has no patches/")
+    return spec, discover(spec.source_dir / "patches")
 
 
 @patch_group.command("report")

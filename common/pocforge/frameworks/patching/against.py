@@ -19,6 +19,7 @@ builds on an earlier patch of the same POC is said to conflict where that earlie
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -131,41 +132,49 @@ def judge(patch: PatchFile, root: Path, release: str) -> Against:
     return said
 
 
-def parse_against(text: str) -> tuple[str | None, str]:
+def parse_against(text: str, option: str = "--against") -> tuple[str | None, str]:
     """``vllm==0.33.0`` -> ("vllm", "0.33.0"); ``latest`` -> (None, "latest"): every
     framework's newest release. Raises ValueError with the form expected."""
     if text == "latest":
         return None, "latest"
     framework, sep, version = text.partition("==")
     if not sep or not framework or not version:
-        raise ValueError(
-            f"--against {text!r}: expected FRAMEWORK==VERSION (vllm==0.33.0) or latest"
-        )
+        raise ValueError(f"{option} {text!r}: expected FRAMEWORK==VERSION (vllm==0.33.0) or latest")
     return framework, version
 
 
-def status(
-    groups: dict[str, list[PatchFile]], against: str, cache: Path, say=lambda line: None
-) -> list[Against]:
-    """Every patch of ``groups`` (per framework, as :func:`~.files.discover` gives them)
-    judged on the release ``against`` names, its source fetched into ``cache`` once."""
+def on_releases(
+    groups: dict[str, list[PatchFile]], which: str, cache: Path, say, option: str = "--against"
+) -> Iterator[tuple[list[PatchFile], Path, str]]:
+    """(a framework's patches, the folder of its release's source, the release) for each
+    framework of ``groups`` (per framework, as :func:`~.files.discover` gives them) that
+    ``which`` names (``vllm==0.33.0``, or ``latest``: each one's newest), the source
+    fetched into ``cache`` once."""
     from pocforge.frameworks.patching import releases
 
-    framework, version = parse_against(against)
+    framework, version = parse_against(which, option)
     if framework is not None and framework not in groups:
         raise ValueError(
-            f"--against {against}: the POC has no {framework} patches "
+            f"{option} {which}: the POC has no {framework} patches "
             f"(it has: {', '.join(groups) or 'none'})"
         )
-    judged = []
     for name, patches in groups.items():
         if framework is not None and name != framework:
             continue
         release = releases.latest(name) if version == "latest" else version
         say(f"{name} {release}: its source from the package index (cached in {cache})")
-        root = releases.source(name, release, cache)
-        judged += [judge(patch, root, release) for patch in patches]
-    return judged
+        yield patches, releases.source(name, release, cache), release
+
+
+def status(
+    groups: dict[str, list[PatchFile]], against: str, cache: Path, say=lambda line: None
+) -> list[Against]:
+    """Every patch of ``groups`` judged on the release ``against`` names."""
+    return [
+        judge(patch, root, release)
+        for patches, root, release in on_releases(groups, against, cache, say)
+        for patch in patches
+    ]
 
 
 def record(poc: str, judged: list[Against], folder: Path) -> Path:

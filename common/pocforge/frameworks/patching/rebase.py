@@ -101,20 +101,10 @@ def rebase(
 ) -> list[Rebased]:
     """Every patch of the framework ``to`` names (``vllm==0.33.0``, or ``latest`` for every
     framework's newest) moved to that release, as :func:`rebase_one` does."""
-    from pocforge.frameworks.patching import releases
-    from pocforge.frameworks.patching.against import parse_against
+    from pocforge.frameworks.patching.against import on_releases
 
-    framework, version = parse_against(to)
-    if framework is not None and framework not in groups:
-        raise ValueError(
-            f"--to {to}: the POC has no {framework} patches (it has: {', '.join(groups) or 'none'})"
-        )
-    done = []
-    for name, patches in groups.items():
-        if framework is not None and name != framework:
-            continue
-        release = releases.latest(name) if version == "latest" else version
-        say(f"{name} {release}: its source from the package index (cached in {cache})")
-        root = releases.source(name, release, cache)
-        done += [rebase_one(patch, root, release) for patch in patches]
-    return done
+    return [
+        rebase_one(patch, root, release)
+        for patches, root, release in on_releases(groups, to, cache, say, option="--to")
+        for patch in patches
+    ]
