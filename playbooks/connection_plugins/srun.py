@@ -70,14 +70,14 @@ class Connection(ConnectionBase):
             *command,
         ]
 
-    def _step(self, command: list[str], stdin=None, data: bytes | None = None):
+    def _step(self, command: list[str], data: bytes | None = None):
         argv = self._srun(*command)
         self._display.vvv(f"SRUN: {shlex.join(argv)}", host=self.get_option("node"))
         try:
             done = subprocess.run(
                 argv,
                 input=data,
-                stdin=None if data is not None else (stdin or subprocess.DEVNULL),
+                stdin=None if data is not None else subprocess.DEVNULL,
                 capture_output=True,
             )
         except OSError as exc:

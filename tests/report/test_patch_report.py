@@ -10,11 +10,13 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from pocforge.cli import main
+from pocforge.frameworks.patching import parse_patch
 from pocforge.frameworks.patching.against import Against, record
 from pocforge.paths import pocs_dir
 from pocforge.report.patches import markdown, rows
 from pocforge.report.render import build, render
 from pocforge.results.store import Run, RunStore
+from pocforge.spec import load_poc
 from tests.report.conftest import build_demo_run
 
 DEMO_PATCH = "vllm/0001-collect-env-marker.patch"
@@ -54,7 +56,14 @@ def test_the_report_lists_every_patch_of_every_example_poc(tmp_path: Path):
     text = out.read_text()
     patches = sorted(pocs_dir().glob("*/patches/*/*.patch"))
     assert patches, "the example POCs carry at least the demo's patch"
-    for patch in patches:
-        poc = patch.parents[2].name
-        line = next(x for x in text.splitlines() if f"{patch.parent.name}/{patch.name}" in x)
-        assert f"| {poc} |" in line and "not said" not in line.split("|")[4], line
+    for path in patches:
+        spec = load_poc(path.parents[2].name)
+        patch = parse_patch(path, path.parent.name)
+        line = next(x for x in text.splitlines() if f"{path.parent.name}/{path.name}" in x)
+        # | patch | POC | customer | why | serves | upstream | state | owner | proven | newest |
+        cells = [cell.strip() for cell in line.split("|")[1:-1]]
+        assert cells[1:4] == [spec.name, spec.poc.customer, " ".join(patch.description.split())]
+        assert cells[5:7] == [
+            patch.said("upstream") or "not said",
+            patch.said("state") or "not said",
+        ]

@@ -23,7 +23,7 @@ from rich.console import Console
 
 from pocforge.cli.common import fail
 from pocforge.cli.run import print_verdicts
-from pocforge.rehearse.slurm import SlurmCluster
+from pocforge.rehearse.slurm import SlurmCluster, missing_daemons
 
 # The rehearsal nodes have no GPUs, RDMA or spare disk: the preflight checks that need them
 # are relaxed; the kit's own environments are shared with the nodes (one file system).
@@ -118,7 +118,6 @@ def rehearse_cmd(
     """Run a cluster POC end to end against namespaced nodes made on this machine."""
     from pocforge.paths import workspace_root
     from pocforge.rehearse.nodes import missing_prerequisites
-    from pocforge.rehearse.slurm import missing_daemons
     from pocforge.spec import SpecError, load_poc, resolve_spec_path
 
     try:

@@ -139,18 +139,20 @@ class SlurmCluster:
                 subprocess.Popen(["slurmctld", "-D", "-c"], env=self.env, stdout=log, stderr=log)
             )
         for host in self.nodes.hosts:
+            # the nodes' names, for the node: bound once, in its sshd's mount namespace
+            inside = ["nsenter", f"--target={host.sshd.pid}", "--mount"]
+            subprocess.run([*inside, "mount", "--bind", str(self.workdir / "hosts"), "/etc/hosts"],
+                           check=True, timeout=TIMEOUT_S)  # fmt: skip
             self.start_slurmd(host)
         self.wait_idle()
         return self
 
     def start_slurmd(self, host) -> None:
         """``host``'s slurmd in the node's own namespaces (those of its sshd: network,
-        hostname, mounts with its private ``/opt`` and ``/tmp``), so a job step sees what a
-        task over SSH sees; a hosts file naming every node is bound over ``/etc/hosts``."""
-        inner = f"mount --bind {self.workdir / 'hosts'} /etc/hosts && "
-        inner += f"exec slurmd -D -N {host.name}"
+        hostname, mounts with its private ``/opt`` and ``/tmp`` and the hosts file
+        :meth:`start` bound), so a job step sees what a task over SSH sees."""
         argv = ["nsenter", f"--target={host.sshd.pid}", "--net", "--uts", "--mount",
-                "sh", "-c", inner]  # fmt: skip
+                "slurmd", "-D", "-N", host.name]  # fmt: skip
         with (self.workdir / f"slurmd-{host.name}.out").open("a") as out:
             self._slurmd[host.name] = subprocess.Popen(argv, env=self.env, stdout=out, stderr=out)
         self._started.append(self._slurmd[host.name])

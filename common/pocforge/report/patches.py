@@ -11,7 +11,6 @@ writes them as one markdown table; a run's dashboard shows its own POC's patches
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +19,8 @@ from pocforge.frameworks.patching import PatchFile, discover
 from pocforge.frameworks.patching.against import LABELS, newest_checked
 from pocforge.report.sections import Section
 from pocforge.results.run_schema import PatchInfo
+from pocforge.results.store import Run, RunError, RunStore
+from pocforge.spec import SpecError, load_spec
 
 
 @dataclass
@@ -54,32 +55,38 @@ def _version(spec: dict, framework: str) -> str:
     return "?"
 
 
-def proven(results: Path, poc: str, sha256: str, framework: str) -> list[Proven]:
-    """The runs of ``poc`` under ``results`` that carried this exact patch."""
+def carried(store: RunStore, poc: str) -> list[tuple[set[str], Run]]:
+    """Each run of ``poc`` with the SHA-256 of every patch file it carried (its
+    provenance), read once for all of the POC's patches."""
     found = []
-    for folder in sorted((results / poc).glob("*/provenance.json")):
-        run = folder.parent
+    for folder in store.runs(poc):
         try:
-            carried = json.loads(folder.read_text()).get("patches") or []
-            manifest = json.loads((run / "run.json").read_text())
-        except (OSError, ValueError):
-            continue
-        if any(one.get("sha256") == sha256 for one in carried):
-            found.append(
-                Proven(
-                    run=run.name,
-                    version=_version(manifest.get("spec") or {}, framework),
-                    hosts=list(manifest.get("hosts") or []),
-                    status=manifest.get("status", "?"),
-                )
-            )
+            run = Run.open(folder)
+        except RunError:
+            continue  # a folder that is not a run: nothing it proves
+        provenance = run.provenance()
+        if provenance is not None:
+            found.append(({one.sha256 for one in provenance.patches}, run))
     return found
+
+
+def proven(runs: list[tuple[set[str], Run]], sha256: str, framework: str) -> list[Proven]:
+    """The runs that carried this exact patch."""
+    return [
+        Proven(
+            run=run.id,
+            version=_version(run.manifest.spec or {}, framework),
+            hosts=list(run.manifest.hosts),
+            status=run.manifest.status,
+        )
+        for shas, run in runs
+        if sha256 in shas
+    ]
 
 
 def rows(pocs: Path, results: Path, checked: Path) -> list[PatchRow]:
     """Every patch of every POC under ``pocs``, in POC and patch order."""
-    from pocforge.spec import SpecError, load_spec
-
+    store = RunStore(results)
     found = []
     for poc_yaml in sorted(pocs.glob("*/poc.yaml")):
         if not (poc_yaml.parent / "patches").is_dir():
@@ -89,12 +96,16 @@ def rows(pocs: Path, results: Path, checked: Path) -> list[PatchRow]:
         except SpecError:
             continue  # validate names it; the report lists the POCs that load
         newest = newest_checked(spec.name, checked)
+        runs = carried(store, spec.name)
         for patches in discover(poc_yaml.parent / "patches").values():
-            found += [_row(spec, patch, results, newest.get(patch.name)) for patch in patches]
+            found += [
+                _row(spec, patch, proven(runs, patch.sha256, patch.framework), newest)
+                for patch in patches
+            ]
     return found
 
 
-def _row(spec, patch: PatchFile, results: Path, newest: dict | None) -> PatchRow:
+def _row(spec, patch: PatchFile, proven_in: list[Proven], newest: dict[str, dict]) -> PatchRow:
     return PatchRow(
         poc=spec.name,
         customer=spec.poc.customer,
@@ -106,8 +117,8 @@ def _row(spec, patch: PatchFile, results: Path, newest: dict | None) -> PatchRow
         upstream=patch.said("upstream"),
         state=patch.said("state"),
         owner=patch.said("owner"),
-        proven=proven(results, spec.name, patch.sha256, patch.framework),
-        newest=newest,
+        proven=proven_in,
+        newest=newest.get(patch.name),
     )
 
 

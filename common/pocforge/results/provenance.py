@@ -8,6 +8,7 @@ hosts come from the cluster stage (Ansible) in the same :class:`HostFacts` shape
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import re
@@ -289,19 +290,14 @@ def patches(folder: Path | None) -> list[PatchInfo]:
     for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
         info = PatchInfo(path=str(path.relative_to(folder)), sha256=sha256_file(path)[0])
         if path.suffix == ".patch":
-            try:
+            with contextlib.suppress(PatchError):  # validate names it; its bytes are recorded
                 patch = parse_patch(path, path.parent.name)
-            except PatchError:
-                patch = None
-            if patch is not None:
                 info = info.model_copy(
                     update={
                         "framework": patch.framework,
                         "version": patch.version,
                         "reason": patch.description,
-                        **{
-                            key: patch.said(key) for key in ("serves", "upstream", "state", "owner")
-                        },
+                        **dict(patch.meta),
                     }
                 )
         out.append(info)

@@ -189,9 +189,9 @@ def _reach_nodes(spec: PocSpec, run: Run, nodes: Nodes | None, held, say: Say):
     steps; else the given nodes, or the spec's own hosts or inventory."""
     if spec.cluster.scheduler == "slurm":
         made = held.enter_context(slurm.allocated(spec, run, say))
-        given = nodes or Nodes(run.path / "cluster" / "inventory.yml")
         inventory = made.inventory(run.path / "cluster" / "inventory.yml")
-        return made.spec(spec), dataclasses.replace(given, inventory=inventory)
+        reached = dataclasses.replace(nodes, inventory=inventory) if nodes else Nodes(inventory)
+        return made.spec(spec), reached
     return spec, nodes or Nodes.from_spec(spec, run.path)
 
 

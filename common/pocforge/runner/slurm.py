@@ -27,7 +27,7 @@ import yaml
 
 from pocforge.cluster.slurm_client import CLIENT_TIMEOUT_S, SlurmError, client, fields
 from pocforge.runner.cluster import NodeFailure
-from pocforge.runtimes.slurm import allocation, node_step
+from pocforge.runtimes.slurm import allocation, job_name, node_step
 from pocforge.spec import PocSpec
 from pocforge.spec.cluster_schema import Host
 
@@ -130,44 +130,39 @@ def release(job: str, say: Say) -> str:
     return state
 
 
-def _release_left(history: list[dict], run, say: Say) -> None:
+def _release_left(history: list[dict], name: str, run, say: Say) -> None:
     """An allocation an earlier attempt of this run never released (it was killed outright,
     SIGKILL or a lost login node, so its ``finally`` never ran) still holds the nodes until
     its time limit, and a new one for the same nodes would queue behind it: release it
-    first, if Slurm still lists it under this run's job name."""
-    for old in history:
-        if "released" in old:
-            continue
-        name = fields(client("scontrol", "show", "job", old["job"]).stdout).get("JobName")
-        if name == next(
-            (a.split("=", 1)[1] for a in old["salloc"] if a.startswith("--job-name=")), None
-        ):
+    first, if Slurm still lists it under the run's job name ``name``."""
+    left = [old for old in history if "released" not in old]
+    for old in left:
+        shown = fields(client("scontrol", "show", "job", old["job"]).stdout)
+        if shown.get("JobName") == name:
             say(
                 f"slurm: job {old['job']} of an earlier attempt still holds its nodes; releasing it"
             )
             old["state_at_release"] = release(old["job"], say)
         old["released"] = datetime.now(UTC).isoformat()
-    if history:
+    if left:
         run.write_json("cluster/slurm.json", history)
 
 
 @contextlib.contextmanager
 def allocated(spec: PocSpec, run, say: Say) -> Iterator[Allocation]:
-    """The run's allocation for the duration of the block, recorded in the run and
-    released after it, whatever ends it."""
+    """The run's allocation for the duration of the block, recorded in the run as soon as
+    Slurm grants it and released after the block, whatever ends it."""
     path = run.path / "cluster" / "slurm.json"
     history = json.loads(path.read_text()) if path.exists() else []
-    try:
-        _release_left(history, run, say)
-    except SlurmError as exc:
-        raise NodeFailure(f"slurm: {exc}") from None
     argv = allocation(spec)
-    say(f"slurm: {' '.join(argv)}")
     try:
+        _release_left(history, job_name(spec), run, say)
+        say(f"slurm: {' '.join(argv)}")
         job = salloc(argv, say)
     except SlurmError as exc:
         raise NodeFailure(f"slurm: {exc}") from None
     record: dict = {"job": job, "salloc": argv, "granted": datetime.now(UTC).isoformat()}
+    run.write_json("cluster/slurm.json", [*history, record])  # a kill from here on: found
     try:
         try:
             made = Allocation(job, _nodes(job))

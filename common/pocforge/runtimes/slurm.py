@@ -31,18 +31,22 @@ from pocforge.catalog import gpu
 from pocforge.frameworks.launch_plan import SLURM_JOB, NodeLaunch
 from pocforge.spec import PocSpec
 
-JOB = SLURM_JOB
 # What a step the kit starts on a node carries of the caller's environment: a login PATH
 # and who runs it, not the controller's environments (srun's default is all of it)
 LOGIN_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 IMAGES = "/opt/pocforge/images"  # where a node keeps the images enroot imported
 
 
+def job_name(spec: PocSpec) -> str:
+    """The name the run's allocation carries in Slurm's queue."""
+    return f"pocforge-{spec.name}"
+
+
 def allocation(spec: PocSpec) -> list[str]:
     """The ``salloc`` that takes the run's nodes and holds them without a shell."""
     slurm, cluster = spec.cluster.slurm, spec.cluster
     assert slurm is not None
-    argv = ["salloc", "--no-shell", f"--job-name=pocforge-{spec.name}", f"--nodes={cluster.nodes}"]
+    argv = ["salloc", "--no-shell", f"--job-name={job_name(spec)}", f"--nodes={cluster.nodes}"]
     for flag, value in (
         ("partition", slurm.partition),
         ("account", slurm.account),
@@ -107,12 +111,12 @@ def image_file(image: str) -> str:
 
 
 def _step(launch: NodeLaunch, spec: PocSpec) -> list[str]:
-    name = f"pocforge-{spec.name}-{launch.role}-{launch.node_rank}"
+    name = f"{job_name(spec)}-{launch.role}-{launch.node_rank}"
     if launch.instance is not None:
         name += f"-{launch.instance}"
     return [
         "srun",
-        f"--jobid={JOB}",
+        f"--jobid={SLURM_JOB}",
         "--nodes=1",
         "--ntasks=1",
         f"--relative={launch.node_rank}",
@@ -129,11 +133,11 @@ def import_step(spec: PocSpec, image: str) -> list[str]:
     script = f"test -f {target} || enroot import --output {target} {enroot_uri(image)}"
     return [
         "srun",
-        f"--jobid={JOB}",
+        f"--jobid={SLURM_JOB}",
         f"--nodes={spec.cluster.nodes}",
         "--ntasks-per-node=1",
         "--overlap",
-        f"--job-name=pocforge-{spec.name}-image",
+        f"--job-name={job_name(spec)}-image",
         "flock",
         f"{target}.lock",
         "sh",

@@ -18,13 +18,18 @@ builds on an earlier patch of the same POC is said to conflict where that earlie
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from pocforge.frameworks.patching import gnu_patch
+from packaging.version import Version
+
+from pocforge import atomic
+from pocforge.frameworks.patching import gnu_patch, releases
 from pocforge.frameworks.patching.files import PatchFile
 
 Verdict = Literal["upstream", "applies", "offset", "conflicts"]
@@ -42,7 +47,7 @@ _FAILED = re.compile(r"Hunk #(\d+) FAILED at (\d+)")
 
 @dataclass
 class Against:
-    name: str  # "vllm/0001-x.patch"
+    patch: str  # "vllm/0001-x.patch"
     framework: str
     pinned: str  # the version the patch is written for
     release: str  # the version it was judged on
@@ -52,18 +57,10 @@ class Against:
 
     def line(self) -> str:
         detail = f" ({self.detail})" if self.detail else ""
-        return f"{self.name}: {LABELS[self.verdict]} on {self.framework} {self.release}{detail}"
+        return f"{self.patch}: {LABELS[self.verdict]} on {self.framework} {self.release}{detail}"
 
     def as_dict(self) -> dict:
-        return {
-            "patch": self.name,
-            "framework": self.framework,
-            "pinned": self.pinned,
-            "release": self.release,
-            "verdict": self.verdict,
-            "detail": self.detail,
-            "hunks": self.hunks,
-        }
+        return asdict(self)
 
 
 def _hunks(output: str, pattern: re.Pattern) -> list[tuple[str, re.Match]]:
@@ -150,8 +147,6 @@ def on_releases(
     framework of ``groups`` (per framework, as :func:`~.files.discover` gives them) that
     ``which`` names (``vllm==0.33.0``, or ``latest``: each one's newest), the source
     fetched into ``cache`` once."""
-    from pocforge.frameworks.patching import releases
-
     framework, version = parse_against(which, option)
     if framework is not None and framework not in groups:
         raise ValueError(
@@ -180,11 +175,6 @@ def status(
 def record(poc: str, judged: list[Against], folder: Path) -> Path:
     """Keep ``judged`` as ``<folder>/<poc>.json``, per ``framework==release`` checked (the
     report reads the newest release checked of each framework)."""
-    import json
-    from datetime import UTC, datetime
-
-    from pocforge import atomic
-
     path = folder / f"{poc}.json"
     kept = json.loads(path.read_text()) if path.is_file() else {}
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
@@ -202,10 +192,6 @@ def record(poc: str, judged: list[Against], folder: Path) -> Path:
 
 def newest_checked(poc: str, folder: Path) -> dict[str, dict]:
     """Per patch name, its judgment on the newest release of its framework checked."""
-    import json
-
-    from packaging.version import Version
-
     path = folder / f"{poc}.json"
     kept = json.loads(path.read_text()) if path.is_file() else {}
     newest: dict[str, tuple[Version, dict]] = {}

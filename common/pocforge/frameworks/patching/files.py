@@ -45,10 +45,8 @@ HEADER_FORM = "# pocforge-patch: framework=<vllm|sglang|deepspeed> version=<exac
 NAME_RE = re.compile(r"^\d{4}-[A-Za-z0-9][A-Za-z0-9._-]*\.patch$")
 VERSION_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+!_-]*$")
 META_KEYS = ("serves", "upstream", "state", "owner")
-META_RE = re.compile(r"^(serves|upstream|state|owner):\s*(.*)$")
-STATE_RE = re.compile(
-    r"^(proposed|carried|dropped|merged in (?P<merged>[A-Za-z0-9][A-Za-z0-9.+!_-]*))$"
-)
+META_RE = re.compile(rf"^({'|'.join(META_KEYS)}):\s*(.*)$")
+STATE_RE = re.compile(r"^(proposed|carried|dropped|merged in [A-Za-z0-9][A-Za-z0-9.+!_-]*)$")
 STATE_FORM = "proposed, merged in <version>, carried or dropped"
 HUNK_RE = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
 DEV_NULL = "/dev/null"

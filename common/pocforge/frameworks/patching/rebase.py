@@ -9,13 +9,14 @@ is left as it is and said so: none is dropped without a word.
 from __future__ import annotations
 
 import difflib
+import itertools
 import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from pocforge.frameworks.patching import gnu_patch
-from pocforge.frameworks.patching.against import Against, judge
+from pocforge.frameworks.patching.against import Against, judge, on_releases
 from pocforge.frameworks.patching.files import HEADER_PREFIX, PatchFile
 
 
@@ -33,16 +34,16 @@ class Rebased:
         one = self.judged
         if self.written is not None:
             return (
-                f"{one.name}: rebased onto {one.framework} {one.release} "
+                f"{one.patch}: rebased onto {one.framework} {one.release} "
                 f"(was {one.pinned}, kept as {self.kept.name if self.kept else '-'})"
             )
         if one.verdict == "upstream":
             return (
-                f"{one.name}: not rebased: already upstream in {one.framework} {one.release} "
+                f"{one.patch}: not rebased: already upstream in {one.framework} {one.release} "
                 f"({one.detail}); remove it, or keep it for {one.pinned} with "
                 f"'# state: merged in {one.release}'"
             )
-        return f"{one.name}: refused: conflicts on {one.framework} {one.release} ({one.detail})"
+        return f"{one.patch}: refused: conflicts on {one.framework} {one.release} ({one.detail})"
 
 
 def _diff(patch: PatchFile, release: Path, patched: Path) -> list[str]:
@@ -79,21 +80,11 @@ def rebase_one(patch: PatchFile, release_root: Path, release: str) -> Rebased:
         body = _diff(patch, release_root, work)
     lines = patch.path.read_text().splitlines(True)
     header = [f"{HEADER_PREFIX} framework={patch.framework} version={release}\n"]
-    header += lines[1 : 1 + _said_lines(lines)]
+    header += list(itertools.takewhile(lambda line: line.startswith("#"), lines[1:]))
     kept = patch.path.with_name(f"{patch.path.name}.pinned-{patch.version}")
     shutil.copy2(patch.path, kept)
     patch.path.write_text("".join(header + body))
     return Rebased(judged, written=patch.path, kept=kept)
-
-
-def _said_lines(lines: list[str]) -> int:
-    """How many '#' lines follow the header line (the reason and header fields)."""
-    count = 0
-    for line in lines[1:]:
-        if not line.startswith("#"):
-            break
-        count += 1
-    return count
 
 
 def rebase(
@@ -101,8 +92,6 @@ def rebase(
 ) -> list[Rebased]:
     """Every patch of the framework ``to`` names (``vllm==0.33.0``, or ``latest`` for every
     framework's newest) moved to that release, as :func:`rebase_one` does."""
-    from pocforge.frameworks.patching.against import on_releases
-
     return [
         rebase_one(patch, root, release)
         for patches, root, release in on_releases(groups, to, cache, say, option="--to")

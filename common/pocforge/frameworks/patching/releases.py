@@ -11,6 +11,7 @@ same Python files. Only the framework's package is unpacked: a patch's paths are
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import io
 import json
@@ -37,6 +38,7 @@ class ReleaseError(PatchError):
     """The index has no such release, or did not answer (one line, with the fix)."""
 
 
+@functools.cache  # one answer per run: `latest` and the release's files ask it both
 def _index(framework: str) -> dict:
     if framework not in DISTRIBUTIONS:
         raise ReleaseError(
