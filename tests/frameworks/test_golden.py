@@ -72,9 +72,10 @@ def test_multi_node_layouts():
         assert argv[argv.index("--nnodes") + 1] == "2"
         assert argv[argv.index("--node-rank") + 1] == str(launch["node_rank"])
         assert argv[argv.index("--dist-init-addr") + 1] == "198.51.100.11:5000"
-        assert (
-            argv[argv.index("--attn-dp-size") + 1] == "16" and "--enable-dp-attention" not in argv
-        )
+        # SGLang 0.5.18 (the POC's image) has no --attn-dp-size (0.5.22 on): DP attention
+        # in its own words
+        assert argv[argv.index("--dp-size") + 1] == "16" and "--enable-dp-attention" in argv
+        assert "--attn-dp-size" not in argv
     assert sglang[1]["health_url"] is None  # only node 0 serves HTTP
 
     training = json.loads(plan_json("llama-3-8b-bf16-mi300x-deepspeed"))

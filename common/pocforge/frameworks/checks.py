@@ -6,24 +6,39 @@ from __future__ import annotations
 
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from pocforge.frameworks import ADAPTERS, LaunchContext, plan_all
 from pocforge.frameworks.argcheck.run import ArgcheckUnavailable
 from pocforge.frameworks.megatron_init import converts
+from pocforge.frameworks.patching.releases import ReleaseError
+from pocforge.frameworks.release_flags import READERS, FlagsUnreadable, release_flags
+from pocforge.paths import workspace_root
 from pocforge.spec import PocSpec
 from pocforge.versions import kit_framework_version
 
 
 def framework_problems(
-    specs: list[PocSpec], ctx: LaunchContext
+    specs: list[PocSpec], ctx: LaunchContext, releases: Path | None = None
 ) -> tuple[dict[str, list[str]], list[str]]:
-    """({spec name: problems}, notes about frameworks that could not be checked here)."""
+    """({spec name: problems}, notes about what could not be checked here). A vLLM or SGLang
+    launch for another release than the one installed here is held to that release's flags,
+    read from its released source (fetched into ``releases`` once)."""
     owner: dict[int, PocSpec] = {}
     by_framework: dict[str, list] = defaultdict(list)
+    by_release: dict[tuple[str, str], list] = defaultdict(list)
     for spec in specs:
         for launch in plan_all(spec, ctx):
             owner[id(launch)] = spec
-            by_framework[launch.framework].append(launch)
+            declared = getattr(spec, launch.deployment).version
+            if (
+                launch.framework in READERS
+                and declared
+                and declared != _kit_version(launch.framework)
+            ):
+                by_release[launch.framework, declared].append(launch)
+            else:
+                by_framework[launch.framework].append(launch)
     problems: dict[str, list[str]] = defaultdict(list)
     notes = []
 
@@ -43,18 +58,54 @@ def framework_problems(
         if framework == "megatron":
             notes += _megatron_lm_unchecked(specs)
         for launch, message in found:
-            problems[owner[id(launch)].name].append(
-                f"{launch.deployment} node {launch.node_rank} ({launch.role}): {message}"
-            )
+            problems[owner[id(launch)].name].append(_where(launch, message))
+    cache = releases or workspace_root() / ".artifacts" / "releases"
+    for (framework, version), launches in by_release.items():
+        names = sorted({owner[id(one)].name for one in launches})
+        try:
+            defined = release_flags(framework, version, cache)
+        except (ReleaseError, FlagsUnreadable) as exc:
+            notes += [
+                f"{name}: {framework} {version}'s flags could not be read ({exc}): its launches "
+                f"are not checked here; bring-up's launch check runs {framework} {version}'s own "
+                "parser on each node"
+                for name in names
+            ]
+            continue
+        notes += [
+            f"{name}: {framework} launches checked against {framework} {version}'s flags, read "
+            f"from its released source ({defined.layout}); their values are judged by "
+            f"{framework} {version}'s own parser on each node at bring-up"
+            for name in names
+        ]
+        for launch in launches:
+            for flag in defined.unknown(launch.check_args or []):
+                problems[owner[id(launch)].name].append(
+                    _where(
+                        launch,
+                        f"{framework} {version} has no {flag} (its released source defines no "
+                        f"such flag): remove it, or run a release that has it "
+                        f"({launch.deployment}.version and the image of that release)",
+                    )
+                )
     return dict(problems), notes
+
+
+def _where(launch, message: str) -> str:
+    return f"{launch.deployment} node {launch.node_rank} ({launch.role}): {message}"
+
+
+def _kit_version(framework: str) -> str | None:
+    found = kit_framework_version(framework)
+    return found[2] if found else None
 
 
 def _other_versions(framework: str, specs: list[PocSpec]) -> list[str]:
     """A note per spec whose declared ``framework`` version is not the one whose parser
-    checked its launches (the kit's CPU build): a flag only one of them knows goes
-    unnoticed."""
+    checked its launches (the kit's CPU build), for a framework whose releases' flags the kit
+    cannot read: a flag only one of them knows goes unnoticed."""
     found = kit_framework_version(framework)
-    if found is None:
+    if found is None or framework in READERS:
         return []
     _env, dist, checked = found
     out = []

@@ -2,7 +2,9 @@
 
 Multi-node is SGLang's own: every node runs the same server command with ``--nnodes``,
 ``--node-rank`` and ``--dist-init-addr`` of node 0; only node 0 serves HTTP. DP-attention is
-``--attn-dp-size`` (``--enable-dp-attention`` is deprecated in 0.5.23); expert parallelism is
+``--attn-dp-size`` from SGLang 0.5.22 on (``--enable-dp-attention`` is deprecated in 0.5.23), and
+``--enable-dp-attention --dp-size N`` before, the flags the node's release defines (read from
+each release's source: :mod:`pocforge.frameworks.release_flags`); expert parallelism is
 ``--ep-size``. ``--enable-metrics`` serves Prometheus ``/metrics`` on the HTTP port (off by
 default in SGLang), which the benchmark scrapes around each point as it does vLLM's.
 
@@ -18,6 +20,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from packaging.version import Version
+
 from pocforge.frameworks.argcheck.run import rejected
 from pocforge.frameworks.base import (
     PROFILE_DIR,
@@ -31,6 +35,8 @@ from pocforge.frameworks.base import (
 from pocforge.spec import PocSpec
 from pocforge.spec.quantization import quantization_flag
 from pocforge_kernels.integrations.sglang_hook import launch_env
+
+ATTN_DP_SIZE_SINCE = Version("0.5.22")  # the first release whose flags have --attn-dp-size
 
 DIST_PORT = 5000
 SHIMS = Path(__file__).parent / "shims"
@@ -85,6 +91,9 @@ class SglangAdapter:
         self, spec: PocSpec, ctx: LaunchContext, rank: int, head: str, port: int
     ) -> list[str]:
         model, serving, par = spec.model, spec.serving, spec.serving.parallelism
+        attn_dp_size = par.dp_attention and (
+            not serving.version or Version(serving.version) >= ATTN_DP_SIZE_SINCE
+        )
         options: dict[str, object] = {
             "model-path": model_path(spec),
             "served-model-name": model.served_name or model.id,
@@ -93,8 +102,9 @@ class SglangAdapter:
             else model.dtype,
             "tp-size": par.tp,
             "pp-size": par.pp if par.pp > 1 else None,
-            "dp-size": par.dp if par.dp > 1 and not par.dp_attention else None,
-            "attn-dp-size": par.dp if par.dp_attention else None,
+            "dp-size": par.dp if par.dp > 1 and not attn_dp_size else None,
+            "attn-dp-size": par.dp if attn_dp_size else None,
+            "enable-dp-attention": True if par.dp_attention and not attn_dp_size else None,
             "ep-size": par.ep if par.ep > 1 else None,
             "moe-a2a-backend": par.all2all_backend,
             "deepep-mode": par.deepep_mode,
