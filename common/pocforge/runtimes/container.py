@@ -21,6 +21,16 @@ from pocforge.frameworks.launch_plan import WORKDIR
 from pocforge.frameworks.platform_settings import container_flags
 from pocforge.runtimes.resolve import WHEELS, ResolvedRuntime
 
+# Images whose ENTRYPOINT sets the container up and then runs its arguments: kept. NGC's
+# /opt/nvidia/nvidia_entrypoint.sh runs /opt/nvidia/entrypoint.d (its CUDA forward-
+# compatibility check among them), then `exec "$@"`. Any other image's entrypoint is reset
+# (`--entrypoint=`, docker's and podman's way; podman 4.3 here: an image whose ENTRYPOINT is
+# `echo ENTRY` runs the command given only with it), so the launch's command is what runs:
+# vLLM's images (vllm/vllm-openai, -rocm) start `vllm serve` with the arguments (vLLM docs,
+# "Using Docker": `docker run … vllm/vllm-openai:latest --model …`), which would take the
+# kit's command for a model's arguments.
+KEPT_ENTRYPOINTS = ("nvcr.io/nvidia/",)
+
 # Where the kit's wheels are installed inside a container: a scratch folder put first on
 # PYTHONPATH, so the image's own environment (read-only, or the customer's) is left as it is.
 SITE = "/tmp/pocforge-site"
@@ -78,19 +88,20 @@ def wrap(
         argv += ["--env", f"{key}={env[key]}"]
     for secret in launch.secrets:  # no value: the engine copies it from its own environment
         argv += ["--env", secret]
-    argv.append(runtime.image)
     # The training driver is the kit's (pocforge.training.driver); the kernels are the
     # kernels distribution's. Both from the mounted wheels, without an index.
     # So is the disaggregated deployment's router (pocforge.frameworks.pd_router).
     whole_kit = launch.deployment == "training" or launch.role == "router"
     kit = ["pocforge", "pocforge-kernels"] if whole_kit else []
     kit = kit or (["pocforge-kernels"] if kernels else [])
+    command = launch.argv
     if kit:
         # sh -c '<install> && exec "$@"' sh <argv...>: no quoting of the framework's argv.
         install = kit_install(launch.argv[0], *kit)
-        argv += ["sh", "-c", f'{install} && exec "$@"', "sh", *launch.argv]
-    else:
-        argv += launch.argv
+        command = ["sh", "-c", f'{install} && exec "$@"', "sh", *launch.argv]
+    if not runtime.image.startswith(KEPT_ENTRYPOINTS):
+        argv.append("--entrypoint=")
+    argv += [runtime.image, *command]
     return NodeLaunch(
         deployment=launch.deployment,
         framework=launch.framework,
