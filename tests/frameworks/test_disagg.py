@@ -76,7 +76,7 @@ def test_sglang_mori_pools_on_their_own_nodes():
         assert "HIP_VISIBLE_DEVICES" not in server.env  # a whole node each
     assert flag(prefill.argv, "--disaggregation-bootstrap-port") == "8998"
     assert "--disaggregation-bootstrap-port" not in decode.argv
-    # the POC's SGLang 0.5.18 has no --attn-dp-size (0.5.22 on)
+    # the POC's SGLang 0.5.20 has no --attn-dp-size (0.5.22 on)
     assert flag(decode.argv, "--dp-size") == "8" and "--enable-dp-attention" in decode.argv
     assert flag(router.argv, "--protocol") == "sglang"
     assert flag(router.argv, "--prefill") == "http://198.51.100.11:8001"

@@ -72,7 +72,7 @@ def test_multi_node_layouts():
         assert argv[argv.index("--nnodes") + 1] == "2"
         assert argv[argv.index("--node-rank") + 1] == str(launch["node_rank"])
         assert argv[argv.index("--dist-init-addr") + 1] == "198.51.100.11:5000"
-        # SGLang 0.5.18 (the POC's image) has no --attn-dp-size (0.5.22 on): DP attention
+        # SGLang 0.5.20 (the POC's image) has no --attn-dp-size (0.5.22 on): DP attention
         # in its own words
         assert argv[argv.index("--dp-size") + 1] == "16" and "--enable-dp-attention" in argv
         assert "--attn-dp-size" not in argv
@@ -143,14 +143,15 @@ def test_gpu_pocs_run_in_the_vendors_container_with_its_device_flags():
         inner = launch["runtime"]["inner_argv"]
         image = launch["runtime"]["image"]
         assert (
-            image.startswith("rocm/vllm:") and argv[argv.index(image) + 1 :][-len(inner) :] == inner
+            image == "vllm/vllm-openai-rocm:v0.27.1"
+            and argv[argv.index(image) + 1 :][-len(inner) :] == inner
         )
         assert inner[0] == "python3"
         text = json.dumps(launch)
         assert ".venv" not in text and "127.0.0.1" not in text and "localhost" not in text
     sglang = json.loads(plan_json("deepseek-v3-fp8-mi355x-sglang"))
     assert {one["runtime"]["image"] for one in sglang} == {
-        "lmsysorg/sglang-rocm:v0.5.18-rocm724-mi35x-20260825"  # gfx950's build for MI355X
+        "lmsysorg/sglang-rocm:v0.5.20-rocm724-mi35x-20260920"  # gfx950's build for MI355X
     }
 
 

@@ -73,10 +73,17 @@ def _variant(tmp_path, name: str, **serving) -> str:
 
 def test_a_flag_added_after_0_11_2_is_refused_for_its_image_and_accepted_for_0_32_0(tmp_path):
     """--attention-backend came after vLLM 0.11.2 (which chose its backend by environment
-    variable); --swap-space went before 0.32.0. The MI300X POC runs the kit's 0.11.2 image; the
-    same POC on a 0.32.0 image is checked by the 0.32.0 parser installed here."""
+    variable); --swap-space went before 0.32.0. The MI300X POC on AMD's 0.11.2 image (the kit's
+    default until it moved to 0.27.1) is held to 0.11.2's flags; on a 0.32.0 image, to the
+    0.32.0 parser installed here."""
     flags = {"attention-backend": "ROCM_AITER_FA", "swap-space": 4}
-    old = _variant(tmp_path, "on-0112", engine_args=flags)
+    old = _variant(
+        tmp_path,
+        "on-0112",
+        version="0.11.2",
+        runtime={"image": "rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210"},
+        engine_args=flags,
+    )
     new = _variant(
         tmp_path,
         "on-0320",

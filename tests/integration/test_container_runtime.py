@@ -145,7 +145,7 @@ def test_every_option_of_a_gpu_container_command_is_one_podman_run_has(poc):
         spec = load_spec(REPO / "pocs" / "llama-3.1-70b-bf16-mi300x-vllm" / "poc.yaml")
         spec.cluster.gpu = "H200"
         spec.serving.runtime = spec.serving.runtime.model_copy(
-            update={"engine": "podman", "image": "vllm/vllm-openai:v0.23.0"}
+            update={"engine": "podman", "image": "vllm/vllm-openai:v0.31.0"}
         )
     else:
         spec = load_spec(REPO / "pocs" / poc / "poc.yaml")

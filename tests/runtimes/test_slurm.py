@@ -80,13 +80,13 @@ def test_nvidia_launches_run_in_pyxis_with_the_images_import_first():
     spec = on_slurm("llama-3.1-70b-fp8-h200-vllm-pd", partition="h200")
     launches = plan(spec)
     (image,) = images(launches)
-    assert image == "vllm/vllm-openai:v0.23.0"
+    assert image == "vllm/vllm-openai:v0.31.0"
     assert import_step(spec, image)[-3:] == [
         "sh",
         "-c",
-        "mkdir -p /opt/pocforge/images && test -f /opt/pocforge/images/vllm+vllm-openai+v0.23.0.sqsh"
-        " || enroot import --output /opt/pocforge/images/vllm+vllm-openai+v0.23.0.sqsh "
-        "docker://vllm/vllm-openai:v0.23.0",
+        "mkdir -p /opt/pocforge/images && test -f /opt/pocforge/images/vllm+vllm-openai+v0.31.0.sqsh"
+        " || enroot import --output /opt/pocforge/images/vllm+vllm-openai+v0.31.0.sqsh "
+        "docker://vllm/vllm-openai:v0.31.0",
     ]
     prefill = next(one for one in launches if one.role == "prefill")
     assert "docker" not in prefill.argv and "CUDA_VISIBLE_DEVICES" not in prefill.env
@@ -110,7 +110,7 @@ def test_nvidia_launches_run_in_pyxis_with_the_images_import_first():
             "nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc14",
             "docker://nvcr.io#nvidia/tensorrt-llm/release:1.3.0rc14",
         ),
-        ("vllm/vllm-openai:v0.23.0", "docker://vllm/vllm-openai:v0.23.0"),
+        ("vllm/vllm-openai:v0.31.0", "docker://vllm/vllm-openai:v0.31.0"),
         ("docker.io/rocm/primus:v26.9", "docker://docker.io#rocm/primus:v26.9"),
     ],
 )

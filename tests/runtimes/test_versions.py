@@ -34,7 +34,8 @@ def test_every_catalog_image_records_its_version_or_says_it_cannot():
         e for vendors in default_images().values() for v in vendors.values() for e in v.values()
     ]
     assert images and all(set(e) - {"checkouts"} == {"image", "version"} for e in images)
-    assert catalog_version("rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210") == (True, "0.11.2")
+    assert catalog_version("vllm/vllm-openai-rocm:v0.27.1") == (True, "0.27.1")
+    assert catalog_version("rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210") == (False, None)  # moved on
     assert catalog_version("docker.io/rocm/primus:v26.9") == (True, None)
     assert catalog_version("example.com/mine:1") == (False, None)
 
@@ -43,14 +44,14 @@ def test_a_declared_version_other_than_the_images_is_refused_with_the_fix():
     spec = with_version(load_poc("llama-3.1-70b-bf16-mi300x-vllm"), "serving", "0.32.0")
     (problem,) = version_problems(spec)[0]
     assert problem == (
-        "serving.version: '0.32.0', but the nodes run vllm 0.11.2 (image "
-        "rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210): set serving.version: '0.11.2', or "
+        "serving.version: '0.32.0', but the nodes run vllm 0.27.1 (image "
+        "vllm/vllm-openai-rocm:v0.27.1): set serving.version: '0.27.1', or "
         "serving.runtime.image to an image of vllm 0.32.0"
     )
     unset = with_version(load_poc("llama-3.1-70b-bf16-mi300x-vllm"), "serving", None)
     assert version_problems(unset)[0] == [
-        "serving.version: not set, and the nodes run vllm 0.11.2 (image "
-        "rocm/vllm:rocm7.0.0_vllm_0.11.2_20251210): set serving.version: '0.11.2'"
+        "serving.version: not set, and the nodes run vllm 0.27.1 (image "
+        "vllm/vllm-openai-rocm:v0.27.1): set serving.version: '0.27.1'"
     ]
 
 

@@ -325,9 +325,10 @@ def _sglang(package: Path) -> tuple[str, set[str]]:
     if not flags:
         raise FlagsUnreadable("srt/server_args.py names no flag")
     flags.add("--help")
-    return ", ".join(str(p.relative_to(package.parent)) for p in files[:2]) + (
-        f" (+{len(files) - 2} more)" if len(files) > 2 else ""
-    ), flags
+    where = str(server_args.relative_to(package.parent))
+    if len(files) > 1:
+        where += f" and the {len(files) - 1} modules of sglang/srt/arg_groups/fields"
+    return where, flags
 
 
 def _sglang_annotated(tree: ast.Module) -> set[str]:

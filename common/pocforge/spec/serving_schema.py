@@ -321,7 +321,7 @@ class ServingSpec(Strict):
     )
     version: str | None = Field(
         None,
-        description="Exact framework version the POC is pinned to (e.g. `0.11.2`): the version its nodes run. `validate` holds it to the version inside the container image (the kit's catalog, `runtimes/images.yaml`) or in the kit's CPU environment; bring-up's venv installs it.",
+        description="Exact framework version the POC is pinned to (e.g. `0.27.1`): the version its nodes run. `validate` holds it to the version inside the container image (the kit's catalog, `runtimes/images.yaml`) or in the kit's CPU environment, and (vLLM, SGLang) the launch flags to the flags that release defines, read from its source on the package index; bring-up's venv installs it.",
     )
     parallelism: Parallelism = Field(
         default_factory=Parallelism, description="How one replica is split over GPUs."
