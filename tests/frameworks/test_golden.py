@@ -8,6 +8,7 @@ and review the diff: it is exactly what changes on the customer's cluster.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 
@@ -15,6 +16,8 @@ import pytest
 
 from pocforge.frameworks import LaunchContext, plan_all
 from pocforge.frameworks.base import prepare_model
+from pocforge.frameworks.patching.on_nodes import FOLDER as OVERLAY
+from pocforge.frameworks.patching.on_nodes import MAP_FILE
 from pocforge.runtimes import plan_nodes
 from pocforge.spec import load_spec
 
@@ -47,7 +50,12 @@ def plan_json(name: str, kind: str | None = None) -> str:
         # whether another test built it already
         prepare_model(spec)
     launches = plan_nodes(spec, LaunchContext(repo=REPO, python="python", sglang_python="python"))
-    text = json.dumps([launch.as_dict() for launch in launches], indent=2, sort_keys=True) + "\n"
+    plans = [launch.as_dict() for launch in launches]
+    for plan in plans:  # the patch overlay's code, by digest (its map says what it serves)
+        for name, text in plan["files"].items():
+            if name.startswith(f"{OVERLAY}/") and not name.endswith(MAP_FILE):
+                plan["files"][name] = f"sha256 {hashlib.sha256(text.encode()).hexdigest()}"
+    text = json.dumps(plans, indent=2, sort_keys=True) + "\n"
     return text.replace(str(REPO), "<repo>")
 
 

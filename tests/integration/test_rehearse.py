@@ -251,7 +251,7 @@ def test_the_whole_poc_runs_on_both_nodes(rehearsal):
     run = rehearsal["run"]
     manifest = json.loads((run.path / "run.json").read_text())
     assert manifest["status"] == "complete", rehearsal["lines"]
-    for stage in ("bringup", "preflight", "collectives", "serving", "training"):
+    for stage in ("bringup", "preflight", "collectives", "serving", "parity", "training"):
         assert manifest["stages"][stage]["status"] == "complete", stage
     health = json.loads((run.path / "cluster" / "health.json").read_text())
     assert {cell["host"] for cell in health["checks"]} == {"h1", "h2"}
@@ -275,6 +275,48 @@ def test_the_whole_poc_runs_on_both_nodes(rehearsal):
 
     verdicts = judge_run(run)
     assert overall(verdicts) == "pass", [(v.criterion, v.verdict) for v in verdicts]
+
+
+def _logs(collected: Path, host: str) -> str:
+    """Every launch log a stage collected from ``host``."""
+    return "".join(
+        p.read_text(errors="replace") for p in sorted((collected / host).rglob("logs/*.log"))
+    )
+
+
+def test_the_pocs_patch_ran_on_both_nodes_and_not_in_the_parity_baseline(rehearsal):
+    """The POC's vLLM patch reached both nodes' framework through their launches' overlay
+    (nothing on a node patched in place): each node's engine logged that it runs it, with
+    its data-parallel rank, and the run records which patches each node ran. The parity
+    stage's baseline, the same deployment on both nodes without the overlay, logged nothing
+    of it and answered the parity prompts token for token as the patched one did (the patch
+    changes no computation)."""
+    run = rehearsal["run"].path
+    said = (
+        "pocforge: vllm 0.32.0 patches applied: vllm/0001-engine-says-it-runs-the-patch.patch "
+        "(vllm/v1/engine/core.py)"
+    )
+    for rank, host in enumerate(("h1", "h2")):
+        served = _logs(run / "cluster" / "collected", host)
+        assert said in served, host
+        engine = f"(EngineCore_DP{rank} "  # vLLM's prefix: the data-parallel rank of the engine
+        assert any(
+            line.startswith(engine) and "pocforge-rehearsal-patch: this engine runs" in line
+            for line in served.splitlines()
+        ), host
+        baseline = _logs(run / "parity" / "collected", host)
+        assert "vllm" in baseline, (
+            host
+        )  # its engine's log was collected: the check below says something
+        assert "pocforge-rehearsal-patch" not in baseline and "patches applied" not in baseline
+    ran = json.loads((run / "cluster" / "patches.serving.json").read_text())
+    patch = {"framework": "vllm", "version": "0.32.0",
+             "patches": ["vllm/0001-engine-says-it-runs-the-patch.patch"]}  # fmt: skip
+    h1, h2 = (host.address for host in rehearsal["made"].hosts)
+    assert ran == {h1: {"server": patch}, h2: {"headless": patch}}
+    parity = json.loads((run / "parity" / "result.json").read_text())
+    assert parity["token_agreement"] == 1.0, parity
+    assert any("without the POC's framework patches" in note for note in parity["notes"])
 
 
 def test_training_ran_one_rank_per_node(rehearsal):

@@ -22,6 +22,8 @@ from pocforge.frameworks import LaunchContext, NodeLaunch
 from pocforge.frameworks.base import prepare_model
 from pocforge.frameworks.launch_plan import on_node
 from pocforge.frameworks.node_launcher import in_start_order, serve_until_stopped
+from pocforge.frameworks.patching.on_nodes import FOLDER as OVERLAY
+from pocforge.frameworks.patching.on_nodes import MAP_FILE
 from pocforge.frameworks.startup import startup_timeout_s
 from pocforge.paths import workspace_root
 from pocforge.runtimes import RuntimeSpecError, plan_nodes
@@ -98,7 +100,11 @@ def launch_cmd(
                 )
             click.echo(launch.command())
             for name, content in launch.files.items():
-                click.echo(f"--- {name}\n{content.rstrip()}")
+                if name.startswith(f"{OVERLAY}/") and not name.endswith(MAP_FILE):
+                    # the overlay's code: the patches say what changed, its map what is served
+                    click.echo(f"--- {name} ({len(content.splitlines())} lines)")
+                else:
+                    click.echo(f"--- {name}\n{content.rstrip()}")
             click.echo()
         return
 

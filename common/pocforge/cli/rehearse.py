@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -66,10 +67,14 @@ def rehearsal_spec(
 ) -> Path:
     """A variant of the POC (``include:`` of its spec) whose hosts are the rehearsal nodes,
     or, with a Slurm ``partition``, whose nodes the rehearsal's Slurm allocates; its
-    serving and training in ``runtime`` when given."""
+    serving and training in ``runtime`` when given. The variant's folder holds the POC's
+    files too (its patches, datasets, configs): a POC's folder is what bring-up stages on
+    the nodes and what its launches name."""
     from pocforge.spec import load_spec
 
-    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(
+        source.parent, folder, ignore=shutil.ignore_patterns(source.name), dirs_exist_ok=True
+    )
     hosts = [{"name": f"h{n}", "address": address} for n, address in enumerate(addresses, 1)]
     variant: dict = {
         "include": str(source.resolve()),

@@ -44,8 +44,11 @@ def launcher_files() -> list[str]:
     return [launcher_script(), *(str(folder / name) for name in LAUNCHER_MODULES)]
 
 
-def planned(spec: Any, kind: str, node_env: dict[int, dict[str, str]] | None = None) -> list:
-    """Every node's launches of the ``kind`` workload, in their runtimes."""
+def planned(
+    spec: Any, kind: str, node_env: dict[int, dict[str, str]] | None = None, patches: bool = True
+) -> list:
+    """Every node's launches of the ``kind`` workload, in their runtimes (``patches``: with
+    the POC's framework patches, as the POC's deployment runs; without, the parity baseline)."""
     from pocforge.frameworks import LaunchContext
     from pocforge.paths import workspace_root
     from pocforge.runtimes.plan import plan_deployment
@@ -53,7 +56,7 @@ def planned(spec: Any, kind: str, node_env: dict[int, dict[str, str]] | None = N
     deployment = "serving" if kind == "serve" else "training"
     ctx = LaunchContext.local(workspace_root())
     return plan_deployment(
-        spec, deployment, ctx, node_env=node_env or {}, out_dir=Path(TRAINING_DIR)
+        spec, deployment, ctx, node_env=node_env or {}, out_dir=Path(TRAINING_DIR), patches=patches
     )
 
 
@@ -66,10 +69,10 @@ def by_node(launches: list) -> dict[str, list[dict]]:
 
 
 def node_plans(
-    spec: Any, kind: str, node_env: dict[int, dict[str, str]] | None = None
+    spec: Any, kind: str, node_env: dict[int, dict[str, str]] | None = None, patches: bool = True
 ) -> dict[str, list[dict]]:
     """Node rank (as a string, Ansible's dict keys) -> that node's launches, as dicts."""
-    return by_node(planned(spec, kind, node_env))
+    return by_node(planned(spec, kind, node_env, patches))
 
 
 def check_plans(spec: Any) -> dict[str, list[dict]]:
@@ -103,8 +106,10 @@ def workload_vars(
     *,
     env: dict[str, str] | None = None,
     node_env: dict[int, dict[str, str]] | None = None,
+    patches: bool = True,
 ) -> dict:
-    """Extra vars of the workload role for ``spec`` (``kind``: serve or train).
+    """Extra vars of the workload role for ``spec`` (``kind``: serve or train; ``patches``:
+    the POC's framework patches in its serving launches, off for the parity baseline).
 
     ``env`` goes to every launch of every node, ``node_env`` to one node's (by rank; the
     platform environment from bring-up's facts); a launch's own variables win over both."""
@@ -122,7 +127,7 @@ def workload_vars(
         prepare_model(spec)  # the kit's tiny test model (the kit runtime reads it in place)
     ranks = range(spec.cluster.nodes)
     merged = {rank: {**(env or {}), **(node_env or {}).get(rank, {})} for rank in ranks}
-    plans = node_plans(spec, kind, merged)
+    plans = node_plans(spec, kind, merged, patches)
     timeout_s = startup_timeout_s(spec) if kind == "serve" else training_timeout_s(spec)
     out: dict[str, Any] = {
         "workload_kind": kind,

@@ -114,8 +114,8 @@ SLURM_JOB = "{slurm_job}"
 
 
 def on_node(launch: NodeLaunch, workdir: str) -> NodeLaunch:
-    """``launch`` as it runs in ``workdir``: the :data:`WORKDIR` placeholder of its argv and
-    of the folders its container writes replaced (what the process manager starts, and what
+    """``launch`` as it runs in ``workdir``: the :data:`WORKDIR` placeholder of its argv, its
+    environment and the folders its container writes replaced (what the process manager starts, and what
     ``launch --print`` shows), and :data:`SLURM_JOB` where this process is in a Slurm job."""
     job = os.environ.get("SLURM_JOB_ID")
 
@@ -127,4 +127,5 @@ def on_node(launch: NodeLaunch, workdir: str) -> NodeLaunch:
     if runtime is not None:
         runtime["written"] = [put(f) for f in runtime.get("written", [])]
         runtime["inner_argv"] = [put(a) for a in runtime.get("inner_argv", [])]
-    return dataclasses.replace(launch, argv=[put(a) for a in launch.argv], runtime=runtime)
+    env = {key: put(value) for key, value in launch.env.items()}
+    return dataclasses.replace(launch, argv=[put(a) for a in launch.argv], env=env, runtime=runtime)

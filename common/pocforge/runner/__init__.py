@@ -38,6 +38,7 @@ CLUSTER_STAGES = (
     "collectives",
     "kernels",
     "serving",
+    "parity",
     "training",
     "report",
 )
@@ -68,8 +69,8 @@ def wants(spec: PocSpec, name: str, remote: bool) -> bool:
         return spec.kernels is not None and bool(spec.kernels.ops) and not on_gpus
     if name in ("serving", "training"):
         return getattr(spec, name, None) is not None
-    if name == "parity":  # here only: a cluster run has no baseline deployment yet
-        return not remote and spec.serving is not None and spec.serving.parity is not None
+    if name == "parity":
+        return spec.serving is not None and spec.serving.parity is not None
     if name == "collectives":
         named = any(c.parts[0] == "collectives" for c in spec.acceptance.criteria)
         return remote and (named or spec.cluster.nodes > 1)  # CPU nodes: the gloo benchmark
@@ -77,13 +78,14 @@ def wants(spec: PocSpec, name: str, remote: bool) -> bool:
 
 
 # The stages that leave a deployment on the nodes while they run.
-DEPLOYED = ("serving", "training")
+DEPLOYED = ("serving", "parity", "training")
 # The stages a cluster run drives through Ansible; they mark their own stage records.
 CLUSTER_STEPS = {
     "bringup": cluster.run_bringup,
     "preflight": cluster.run_preflight,
     "collectives": cluster.run_collectives,
     "serving": cluster.run_serving,
+    "parity": cluster.run_parity,
     "training": cluster.run_training,
 }
 

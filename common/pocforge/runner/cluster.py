@@ -10,6 +10,8 @@
   collect.yml and teardown.yml, always, also after a failure or Ctrl-C; every node's
   telemetry, recorded while its launches ran, gives each point its energy then
   (:mod:`pocforge.runner.node_telemetry`);
+- ``parity``: the baseline deployment (the framework's own kernels) up on the nodes the same
+  way, the parity prompts from this machine, compared with the serving stage's answers;
 - ``training``: train.yml runs every node's training launch to completion, then collect
   and teardown; rank 0's summary becomes the run's ``training/`` stage.
 
@@ -38,6 +40,8 @@ from pocforge.cluster.workload import adopt_training, check_plans, checker_folde
 from pocforge.frameworks.base import inventory_hosts, model_path
 from pocforge.frameworks.disagg import connector_of
 from pocforge.frameworks.gpu_profiler import rocprof_point
+from pocforge.frameworks.patching.on_nodes import FOLDER as OVERLAY
+from pocforge.frameworks.patching.on_nodes import MAP_FILE
 from pocforge.runner import gates
 from pocforge.runner.node_profile import NodeProfileHook, adopt_profiles
 from pocforge.runner.node_telemetry import (
@@ -289,6 +293,7 @@ def run_serving(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
         **nodes.extravars,
     }
     collected = run.path / "cluster" / "collected"
+    _record_patches(run, variables["workload_plans"])
 
     def watchdog() -> str | None:  # a node that stops answering ends the sweep at once
         down = unreachable_nodes(nodes.inventory)
@@ -348,6 +353,60 @@ def run_serving(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
         with _telemetry_is_extra(say, "profile: the nodes' files"):
             profiled = [w.name for w in spec.serving.workloads if w.profile]
             adopt_profiles(run, collected, profiled, say, rocprof=rocprof)
+
+
+# What a cluster's parity stage compares, said in its result.
+ON_NODES = (
+    "the candidate and the baseline both ran on the nodes in the POC's runtime; the baseline "
+    "without the kit's kernels and without the POC's framework patches (its launches carry "
+    "no patch overlay)"
+)
+
+
+def run_parity(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
+    """The parity gate on the nodes: the baseline (the same deployment with the framework's
+    own kernels) started there as the serving stage's deployment was, the parity prompts
+    asked from here, compared with the POC's answers (the serving stage's); every baseline
+    collected and torn down, also after a failure."""
+    spec = _shared_kv_in_run(spec, run)
+    node_env = node_platform_env(spec, run, nodes, "serving")
+
+    @contextlib.contextmanager
+    def deployed(variant: PocSpec, folder: Path) -> Iterator[tuple[str, None]]:
+        variables = {
+            **workload_vars(variant, "serve", env=nodes.env, node_env=node_env, patches=False),
+            **nodes.extravars,
+        }
+        try:
+            up = run_playbook_stage(
+                run, PLAYBOOKS["serve"], nodes.inventory, extravars=variables, limit=nodes.limit
+            )
+            _require(up, "parity: starting the baseline")
+            yield entry_url(variables["workload_health_urls"]), None
+        finally:
+            _collect_and_teardown(run, nodes, folder / "collected", say)
+
+    with run.stage("parity") as stage:
+        try:
+            gates.run_parity_stage(spec, stage.dir, say, deployed, [ON_NODES])
+        except gates.GateError as exc:
+            raise NodeFailure(str(exc)) from None
+
+
+def _record_patches(run, plans: dict[str, list[dict]]) -> None:
+    """Which framework patches each node's serving launches run (their overlay's map,
+    :mod:`~pocforge.frameworks.patching.on_nodes`), in ``cluster/patches.serving.json``."""
+    ran = {}
+    for launches in plans.values():
+        for launch in launches:
+            found = launch.get("files", {}).get(f"{OVERLAY}/{MAP_FILE}")
+            if found:
+                plan = json.loads(found)
+                ran.setdefault(launch["host"], {})[launch["role"]] = {
+                    key: plan[key] for key in ("framework", "version", "patches")
+                }
+    if ran:
+        run.write_json("cluster/patches.serving.json", ran)
 
 
 def _shared_kv_in_run(spec: PocSpec, run) -> PocSpec:

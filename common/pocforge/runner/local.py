@@ -94,7 +94,9 @@ def serve(
         wheels["wheels"] = str(kit_wheels())
         if spec.source_dir is not None:
             wheels["poc_dir"] = str(spec.source_dir.resolve())
-    launches = in_start_order(plan_deployment(spec, "serving", ctx, **wheels))  # in its runtime
+    launches = in_start_order(
+        plan_deployment(spec, "serving", ctx, **wheels, patches=False)
+    )  # in its runtime
     if path_first is not None:
         for launch in launches:
             rest = launch.env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))

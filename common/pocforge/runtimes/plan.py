@@ -9,12 +9,18 @@ from pathlib import Path, PurePosixPath
 from pocforge.frameworks import ADAPTERS, LaunchContext, NodeLaunch, gpu_profiler
 from pocforge.frameworks.base import PROFILE_DIR, model_path, profiled
 from pocforge.frameworks.disagg import plan_disaggregated
+from pocforge.frameworks.launch_plan import WORKDIR
 from pocforge.frameworks.megatron_init import converts, load_dir
+from pocforge.frameworks.patching.files import PatchError
+from pocforge.frameworks.patching.on_nodes import FOLDER as OVERLAY
+from pocforge.frameworks.patching.on_nodes import node_overlay
+from pocforge.paths import workspace_root
 from pocforge.runtimes import container, slurm
 from pocforge.runtimes.resolve import (
     WHEELS,
     Deployment,
     ResolvedRuntime,
+    RuntimeSpecError,
     image_checkouts,
     node_poc_dir,
     resolve,
@@ -71,6 +77,7 @@ def plan_deployment(
     out_dir: Path | None = None,
     wheels: str = WHEELS,
     poc_dir: str | None = None,
+    patches: bool = True,
 ) -> list[NodeLaunch]:
     """The launches of one deployment, each in that deployment's runtime.
 
@@ -80,7 +87,9 @@ def plan_deployment(
     training launch writes its summary (relative: to the launch's working directory).
     ``wheels``: the host folder of the kit's wheels a container mounts (on a node, where
     bring-up copied them; here, ``provision.kit_wheels()``); ``poc_dir``: likewise the
-    POC's folder (on a node, where bring-up staged it; here, the POC's own)."""
+    POC's folder (on a node, where bring-up staged it; here, the POC's own). ``patches``:
+    the POC's framework patches run in the serving launches (:func:`_with_patches`; off for
+    the parity baseline, and here, where ``pocforge patch apply`` patches the framework)."""
     section = spec.serving if deployment == "serving" else spec.training
     assert section is not None
     runtime = resolve(spec, deployment)
@@ -101,6 +110,8 @@ def plan_deployment(
             one.env = {**extra, **one.env}
         if secrets and one.role != "router":  # by reference: the node's, never a value here
             one.secrets, one.secrets_file = list(secrets), secrets_file(spec)
+    if deployment == "serving" and patches:
+        _with_patches(spec, launches)
     return gpu_profiler.under_profiler(
         spec,
         deployment,
@@ -116,6 +127,29 @@ def plan_deployment(
             _written(spec, deployment, ctx),
         ),  # fmt: skip
     )
+
+
+# The roles whose processes run the serving framework (the kit's P/D router does not); a
+# Ray worker node's workers inherit its environment.
+FRAMEWORK_ROLES = ("server", "headless", "prefill", "decode", "ray-head", "ray-worker")
+
+
+def _with_patches(spec: PocSpec, launches: list[NodeLaunch]) -> None:
+    """The POC's framework patches in every launch that runs the framework, whatever its
+    runtime: an overlay folder among its files, first on its ``PYTHONPATH``
+    (:mod:`~pocforge.frameworks.patching.on_nodes`), made on the release the nodes run."""
+    try:
+        made = node_overlay(spec, workspace_root() / ".artifacts" / "releases")
+    except PatchError as exc:
+        raise RuntimeSpecError(f"patches: {exc}") from None
+    if made is None:
+        return
+    folder = f"{WORKDIR}/{OVERLAY}"
+    for one in launches:
+        if one.role in FRAMEWORK_ROLES:
+            one.files = {**one.files, **made.files}
+            path = one.env.get("PYTHONPATH")
+            one.env = {**one.env, "PYTHONPATH": f"{folder}:{path}" if path else folder}
 
 
 def _written(spec: PocSpec, deployment: Deployment, ctx: LaunchContext) -> list[str]:

@@ -63,17 +63,21 @@ def competitors_are_comparable(spec: PocSpec) -> Iterator[Finding]:
 
 
 def gates_have_something_to_check(spec: PocSpec) -> Iterator[Finding]:
-    """Parity compares the POC's kit kernels against the framework's own, so it needs
-    kernels; accuracy task names are unique; the gates need vLLM's or SGLang's completions
+    """Parity compares the POC's kit kernels and framework patches against the framework as
+    shipped, so it needs one of them; accuracy task names are unique; the gates need vLLM's or SGLang's completions
     with log-probabilities."""
     serving = spec.serving
     if serving is None:
         return
-    if serving.parity is not None and not serving.kernels:
+    patches = spec.source_dir / "patches" / serving.framework if spec.source_dir else None
+    if serving.parity is not None and not serving.kernels and not (
+        patches and any(patches.glob("*.patch"))
+    ):
         yield (
             ("serving", "parity"),
-            "parity compares the POC's kit kernels with the framework's own, and "
-            "serving.kernels is empty: add kernels or remove the gate",
+            "parity compares the POC's kit kernels and framework patches with the framework "
+            f"as shipped, and it has neither (serving.kernels is empty, no "
+            f"patches/{serving.framework}/*.patch): add one or remove the gate",
         )
     names = [t.name for t in serving.accuracy]
     for index, name in enumerate(names):
