@@ -70,8 +70,10 @@ def gates_have_something_to_check(spec: PocSpec) -> Iterator[Finding]:
     if serving is None:
         return
     patches = spec.source_dir / "patches" / serving.framework if spec.source_dir else None
-    if serving.parity is not None and not serving.kernels and not (
-        patches and any(patches.glob("*.patch"))
+    if (
+        serving.parity is not None
+        and not serving.kernels
+        and not (patches and any(patches.glob("*.patch")))
     ):
         yield (
             ("serving", "parity"),
