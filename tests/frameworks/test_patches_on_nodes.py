@@ -161,3 +161,25 @@ def test_launch_print_names_the_patches_the_node_runs():
     assert "export PYTHONPATH=/opt/pocforge/run/pocforge-patched" in done.stdout
     assert f"--- {FOLDER}/modules/000.py (" in done.stdout  # its size, not its 1,000 lines
     assert '"vllm/0001-collect-env-marker.patch"' in done.stdout
+
+
+def test_the_overlay_and_rocprofv3s_gate_both_run_in_either_order(overlay, tmp_path):
+    """Python runs only the first sitecustomize on the path: each of the kit's runs the one
+    it shadows, so a patched POC profiled with rocprofv3 runs patched, under the gate."""
+    from pocforge.frameworks.gpu_profiler import GATE_SITE
+    from pocforge.frameworks.site_files import sitecustomize
+
+    folder = written(overlay, tmp_path)
+    gate = tmp_path / "roctx-site"
+    gate.mkdir()
+    (gate / "sitecustomize.py").write_text(sitecustomize(GATE_SITE))
+    code = (
+        "import sys, vllm.collect_env as c;"
+        "print(c.POCFORGE_DEMO_PATCH, [type(f).__name__ for f in sys.meta_path])"
+    )
+    for first, second in ((gate, folder), (folder, gate)):
+        done = run(first, code, second)
+        assert done.returncode == 0, done.stderr
+        patch, finders = done.stdout.split(" ", 1)
+        assert patch == "demo/0001" and SAID in done.stderr
+        assert {"_AfterTorchCuda", "_PatchedFinder"} <= set(eval(finders))  # noqa: S307

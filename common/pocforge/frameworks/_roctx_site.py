@@ -7,7 +7,8 @@ reach HIP's ``hipProfilerStart``, a stub (``hipErrorNotSupported``): the framewo
 profiler switch would gate nothing. Once ``torch.cuda`` is imported, this makes both call
 ``roctxProfilerResume(0)``, and their stops ``roctxProfilerPause(0)``, which rocprofv3
 follows. Standard library only; it never imports torch itself, and a process that never
-imports it is left as it was.
+imports it is left as it was. The ``sitecustomize`` it shadows (a patch overlay's, the
+image's) runs after it (``_site_chain.py``, appended to this file).
 """
 
 from __future__ import annotations

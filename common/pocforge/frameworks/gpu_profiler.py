@@ -35,6 +35,7 @@ from pathlib import Path
 from pocforge.frameworks.base import PROFILE_DIR, profiled_workload
 from pocforge.frameworks.launch_plan import WORKDIR, NodeLaunch
 from pocforge.frameworks.profilers import profiler
+from pocforge.frameworks.site_files import sitecustomize
 
 GATE_SITE = Path(__file__).with_name("_roctx_site.py")  # copied, never imported here
 GATE_DIR = "roctx-site"  # in the launch's working directory on the node
@@ -56,7 +57,7 @@ def with_gate_file(launch: NodeLaunch, tool: str) -> NodeLaunch:
     (before a container wraps it, so the folder is mounted)."""
     if not profiler(tool).gated or launch.role not in PROFILED_ROLES:
         return launch
-    files = {**launch.files, f"{GATE_DIR}/sitecustomize.py": GATE_SITE.read_text()}
+    files = {**launch.files, f"{GATE_DIR}/sitecustomize.py": sitecustomize(GATE_SITE)}
     return dataclasses.replace(launch, files=files)
 
 

@@ -6,7 +6,7 @@ Before anything is imported, each file the patches touch must be the release's a
 (SHA-256), or already patched in place: any other file stops the process, with one line that
 names it, so no half-patched framework serves. The launch says once in its log which patches
 are applied. A module keeps its installed ``__file__`` (sibling data files still resolve).
-Then the next ``sitecustomize`` on the path runs, as it would have without this one.
+Then the ``sitecustomize`` it shadows runs (``_site_chain.py``, appended to this file).
 
 Child processes (a server's engine and workers) inherit ``PYTHONPATH``, and so this.
 Plain standard library only: it runs in the framework's interpreter, before anything.
@@ -104,18 +104,6 @@ class _PatchedFinder(importlib.abc.MetaPathFinder):
         )
 
 
-def _next_sitecustomize():
-    """Run the ``sitecustomize`` this one shadows (the next on the path), if any."""
-    for entry in sys.path:
-        folder = os.path.abspath(entry or os.curdir)
-        candidate = os.path.join(folder, "sitecustomize.py")
-        if folder != _HERE and os.path.isfile(candidate):
-            with open(candidate, "rb") as f:
-                code = compile(f.read(), candidate, "exec")
-            exec(code, {"__name__": "sitecustomize", "__file__": candidate})
-            return
-
-
 _SERVED = _served()
 sys.meta_path.insert(0, _PatchedFinder(_SERVED))
 if not os.environ.get(_SAID):
@@ -126,4 +114,3 @@ if not os.environ.get(_SAID):
         f"{', '.join(_PLAN['patches'])} ({files})\n"
     )
     sys.stderr.flush()
-_next_sitecustomize()

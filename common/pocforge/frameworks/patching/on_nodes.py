@@ -12,8 +12,8 @@ every process the launch starts (engine, workers) before anything else:
   already patched in place; any other file (a vendor's build of it) stops the process with
   one line naming it, before the framework is imported: no half-patched framework runs;
 - it imports the patched modules' code from the overlay (each keeps its installed
-  ``__file__``), says once in the launch's log which patches are applied, and runs the next
-  ``sitecustomize`` on the path (a profiler's gate, the image's own).
+  ``__file__``), says once in the launch's log which patches are applied, and runs the
+  ``sitecustomize`` it shadows (a profiler's gate, the image's own: ``site_files``).
 
 Patching the installed files instead would change an image every POC on the node shares,
 or a venv for every later run; the parity baseline is the same launch without the folder.
@@ -32,6 +32,7 @@ from pathlib import Path
 
 from pocforge.frameworks.patching import gnu_patch, releases
 from pocforge.frameworks.patching.files import FRAMEWORKS, PatchError, PatchFile, discover
+from pocforge.frameworks.site_files import sitecustomize
 
 # copied as the overlay's sitecustomize.py, never imported here
 SITE = Path(__file__).with_name("_patched_site.py")
@@ -86,7 +87,7 @@ def node_overlay(spec, cache: Path) -> NodeOverlay | None:
     names = [p.name for p in patches]
     plan = {"framework": framework, "version": version, "package": FRAMEWORKS[framework][0]}
     plan |= {"patches": names, "modules": {}}
-    files = {f"{FOLDER}/sitecustomize.py": SITE.read_text()}
+    files = {f"{FOLDER}/sitecustomize.py": sitecustomize(SITE)}
     for number, (path, (original, patched)) in enumerate(sorted(modules.items())):
         entry = {"path": path, "released": _sha(original), "patched": _sha(patched)}
         if patched is not None:
