@@ -48,7 +48,7 @@ def test_vllm_on_mi300x_pulls_its_rocm_image():
     spec = load_spec(POCS / "llama-3.1-70b-bf16-mi300x-vllm" / "poc.yaml")
     out = bringup_vars(spec)
     (image,) = out["container_image_images"]
-    assert image["engine"] == "docker" and image["image"].startswith("rocm/vllm:")
+    assert image["engine"] == "docker" and image["image"] == "vllm/vllm-openai-rocm:v0.27.1"
     assert image["archive"] is None
     assert out["python_env_venvs"] == [] and needs_kit_wheels(spec)
 
