@@ -38,14 +38,14 @@ def overlay():
 
 
 def written(overlay, folder: Path) -> Path:
-    for name, text in overlay.files.items():
+    for name, text in overlay.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text)
     return folder / FOLDER
 
 
 def test_the_demo_patch_is_made_on_the_release_the_nodes_run(overlay):
-    plan = json.loads(overlay.files[f"{FOLDER}/{MAP_FILE}"])
+    plan = json.loads(overlay[f"{FOLDER}/{MAP_FILE}"])
     assert (plan["framework"], plan["version"], plan["patches"]) == (
         "vllm",
         "0.32.0",
@@ -53,7 +53,7 @@ def test_the_demo_patch_is_made_on_the_release_the_nodes_run(overlay):
     )
     entry = plan["modules"]["vllm.collect_env"]
     released = (CACHE / "vllm-0.32.0" / "vllm-0.32.0" / "vllm" / "collect_env.py").read_bytes()
-    patched = overlay.files[f"{FOLDER}/{entry['code']}"]
+    patched = overlay[f"{FOLDER}/{entry['code']}"]
     assert entry["released"] == hashlib.sha256(released).hexdigest()
     assert entry["patched"] == hashlib.sha256(patched.encode()).hexdigest()
     assert 'POCFORGE_DEMO_PATCH = "demo/0001"' in patched
@@ -108,7 +108,7 @@ def test_a_framework_file_not_the_release_stops_the_process_naming_it(overlay, t
     )
     # already patched in place (pocforge patch apply on the node's framework): it runs, and
     # the module is the installed file, with no overlay loader
-    (vendor / "collect_env.py").write_text(overlay.files[f"{FOLDER}/modules/000.py"])
+    (vendor / "collect_env.py").write_text(overlay[f"{FOLDER}/modules/000.py"])
     find = (
         "import importlib.util as u; print(type(u.find_spec('vllm.collect_env').loader).__name__)"
     )
@@ -174,12 +174,12 @@ def test_the_overlay_and_rocprofv3s_gate_both_run_in_either_order(overlay, tmp_p
     gate.mkdir()
     (gate / "sitecustomize.py").write_text(sitecustomize(GATE_SITE))
     code = (
-        "import sys, vllm.collect_env as c;"
-        "print(c.POCFORGE_DEMO_PATCH, [type(f).__name__ for f in sys.meta_path])"
+        "import json, sys, vllm.collect_env as c;"
+        "print(c.POCFORGE_DEMO_PATCH, json.dumps([type(f).__name__ for f in sys.meta_path]))"
     )
     for first, second in ((gate, folder), (folder, gate)):
         done = run(first, code, second)
         assert done.returncode == 0, done.stderr
         patch, finders = done.stdout.split(" ", 1)
         assert patch == "demo/0001" and SAID in done.stderr
-        assert {"_AfterTorchCuda", "_PatchedFinder"} <= set(eval(finders))  # noqa: S307
+        assert {"_AfterTorchCuda", "_PatchedFinder"} <= set(json.loads(finders))

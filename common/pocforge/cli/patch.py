@@ -89,13 +89,14 @@ def status_cmd(poc: str, against: str | None, as_json: bool) -> None:
     """Say per patch how it fares on another release: already upstream, applies cleanly,
     applies with offsets or fuzz, or conflicts (which hunks, at which lines). The release's
     source is fetched from the package index once (.artifacts/releases) and only read."""
+    from pocforge.frameworks.patching import releases
     from pocforge.frameworks.patching.against import record, status
     from pocforge.paths import workspace_root
 
     try:
         spec, groups = _patches_of(poc, "--against", against)
         say = (lambda line: None) if as_json else (lambda line: click.echo(line, err=True))
-        judged = status(groups, against, workspace_root() / ".artifacts" / "releases", say)
+        judged = status(groups, against, releases.cache(), say)
         record(spec.name, judged, workspace_root() / ".artifacts" / "patch-status")
     except (SpecError, PatchError, ValueError) as exc:
         fail(str(exc))
@@ -128,13 +129,13 @@ def rebase_cmd(poc: str, to: str | None) -> None:
     that release, pinned to it; the old file stays beside it (NNNN-x.patch.pinned-<old>).
     A patch that conflicts is refused (its hunks and lines), one already upstream is left
     and said; exit 1 when any is refused."""
+    from pocforge.frameworks.patching import releases
     from pocforge.frameworks.patching.rebase import rebase
-    from pocforge.paths import workspace_root
 
     try:
         spec, groups = _patches_of(poc, "--to", to)
         say = lambda line: click.echo(line, err=True)  # noqa: E731 - progress on stderr
-        done = rebase(groups, to, workspace_root() / ".artifacts" / "releases", say)
+        done = rebase(groups, to, releases.cache(), say)
     except (SpecError, PatchError, ValueError) as exc:
         fail(str(exc))
     for one in done:

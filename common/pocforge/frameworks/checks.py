@@ -12,8 +12,8 @@ from pocforge.frameworks import ADAPTERS, LaunchContext, plan_all
 from pocforge.frameworks.argcheck.run import ArgcheckUnavailable
 from pocforge.frameworks.megatron_init import converts
 from pocforge.frameworks.patching.releases import ReleaseError
+from pocforge.frameworks.patching.releases import cache as release_cache
 from pocforge.frameworks.release_flags import READERS, FlagsUnreadable, release_flags
-from pocforge.paths import workspace_root
 from pocforge.spec import PocSpec
 from pocforge.versions import kit_framework_version
 
@@ -27,14 +27,16 @@ def framework_problems(
     owner: dict[int, PocSpec] = {}
     by_framework: dict[str, list] = defaultdict(list)
     by_release: dict[tuple[str, str], list] = defaultdict(list)
+    here = {framework: kit_framework_version(framework) for framework in READERS}
     for spec in specs:
         for launch in plan_all(spec, ctx):
             owner[id(launch)] = spec
             declared = getattr(spec, launch.deployment).version
+            installed = here.get(launch.framework)
             if (
                 launch.framework in READERS
                 and declared
-                and declared != _kit_version(launch.framework)
+                and declared != (installed[2] if installed else None)
             ):
                 by_release[launch.framework, declared].append(launch)
             else:
@@ -59,7 +61,7 @@ def framework_problems(
             notes += _megatron_lm_unchecked(specs)
         for launch, message in found:
             problems[owner[id(launch)].name].append(_where(launch, message))
-    cache = releases or workspace_root() / ".artifacts" / "releases"
+    cache = releases or release_cache()
     for (framework, version), launches in by_release.items():
         names = sorted({owner[id(one)].name for one in launches})
         try:
@@ -93,11 +95,6 @@ def framework_problems(
 
 def _where(launch, message: str) -> str:
     return f"{launch.deployment} node {launch.node_rank} ({launch.role}): {message}"
-
-
-def _kit_version(framework: str) -> str | None:
-    found = kit_framework_version(framework)
-    return found[2] if found else None
 
 
 def _other_versions(framework: str, specs: list[PocSpec]) -> list[str]:

@@ -115,8 +115,9 @@ SLURM_JOB = "{slurm_job}"
 
 def on_node(launch: NodeLaunch, workdir: str) -> NodeLaunch:
     """``launch`` as it runs in ``workdir``: the :data:`WORKDIR` placeholder of its argv, its
-    environment and the folders its container writes replaced (what the process manager starts, and what
-    ``launch --print`` shows), and :data:`SLURM_JOB` where this process is in a Slurm job."""
+    environment and the folders its container writes replaced (what the process manager
+    starts, and what ``launch --print`` shows), and :data:`SLURM_JOB` where this process is
+    in a Slurm job."""
     job = os.environ.get("SLURM_JOB_ID")
 
     def put(text: str) -> str:

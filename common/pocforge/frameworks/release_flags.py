@@ -45,13 +45,13 @@ class ReleaseFlags:
         for arg in argv:
             if not arg.startswith("--") or arg == "--":
                 continue
-            name = arg.split("=", 1)[0]
+            written = name = arg.split("=", 1)[0]
             if self.framework == "vllm":
                 # vLLM's FlexibleArgumentParser takes --a_b as --a-b, and --json-flag.key
                 # as one key of --json-flag
                 name = name.split(".", 1)[0].replace("_", "-")
             if name not in self.flags:
-                out.append(arg.split("=", 1)[0])
+                out.append(written)
         return out
 
 
@@ -69,7 +69,6 @@ def release_flags(framework: str, version: str, cache: Path) -> ReleaseFlags:
 # ---------------------------------------------------------------- the syntax tree
 
 
-@functools.lru_cache(maxsize=64)
 def _tree(path: Path) -> ast.Module:
     return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
@@ -108,6 +107,12 @@ def _keyword(call: ast.Call, name: str) -> ast.AST | None:
     return next((k.value for k in call.keywords if k.arg == name), None)
 
 
+def _boolean_optional(call: ast.Call) -> bool:
+    """The call names ``action=argparse.BooleanOptionalAction``."""
+    action = _keyword(call, "action")
+    return action is not None and _name(action) == "BooleanOptionalAction"
+
+
 def _classes(tree: ast.Module) -> dict[str, ast.ClassDef]:
     return {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
 
@@ -143,7 +148,13 @@ class _Package:
 
     def __init__(self, root: Path):
         self.root = root
+        self._trees: dict[Path, ast.Module] = {}  # each module parsed once per reading
         self._fields: dict[str, dict[str, ast.expr]] = {}
+
+    def tree(self, path: Path) -> ast.Module:
+        if path not in self._trees:
+            self._trees[path] = _tree(path)
+        return self._trees[path]
 
     @functools.cached_property
     def _where(self) -> dict[str, list[Path]]:
@@ -158,7 +169,7 @@ class _Package:
 
     def find(self, name: str) -> ast.ClassDef | None:
         for path in self._where.get(name, []):
-            found = _classes(_tree(path)).get(name)
+            found = _classes(self.tree(path)).get(name)
             if found is not None:
                 return found
         return None
@@ -203,8 +214,9 @@ def _vllm(package: Path) -> tuple[str, set[str]]:
 
     pkg = _Package(package)
     flags = {"--help"}
-    flags |= _vllm_named(_tree(engine), pkg, negatable) | _vllm_named(_tree(cli), pkg, negatable)
-    flags |= _vllm_frontends(_tree(cli), pkg, negatable)
+    flags |= _vllm_named(pkg.tree(engine), pkg, negatable)
+    flags |= _vllm_named(pkg.tree(cli), pkg, negatable)
+    flags |= _vllm_frontends(pkg.tree(cli), pkg, negatable)
     return f"{cli.relative_to(package.parent)} and {engine.relative_to(package.parent)}", flags
 
 
@@ -224,8 +236,7 @@ def _vllm_named(tree: ast.Module, pkg: _Package, negatable: Callable) -> set[str
     for call in _calls(tree, "add_argument"):
         named = _flag_strings(call.args)
         flags.update(named)
-        action = _keyword(call, "action")
-        if action is not None and _name(action) == "BooleanOptionalAction":
+        if _boolean_optional(call):
             flags |= _negated(named)
         for options in _unpacked(call):
             config = sources.get(_name(options.value))
@@ -315,7 +326,9 @@ def _sglang(package: Path) -> tuple[str, set[str]]:
     files = [server_args]
     if any(True for _ in _calls(tree, "add_cli_args_from_dataclass")):
         files += sorted((package / "srt" / "arg_groups" / "fields").glob("*.py"))
-        annotated = {flag for path in files for flag in _sglang_annotated(_tree(path))}
+        annotated = _sglang_annotated(tree).union(
+            *(_sglang_annotated(_tree(path)) for path in files[1:])
+        )
         if not annotated:
             raise FlagsUnreadable(
                 "server_args.py adds flags from annotated fields, and none were found in "
@@ -343,7 +356,7 @@ def _sglang_annotated(tree: ast.Module) -> set[str]:
                 and isinstance(annotation.slice, ast.Tuple)
             ):
                 continue
-            kind, *meta = annotation.slice.elts
+            _kind, *meta = annotation.slice.elts
             arg = next((m for m in meta if isinstance(m, ast.Call) and _name(m) == "Arg"), None)
             helped = any(isinstance(m, ast.Constant | ast.JoinedStr) for m in meta)
             if arg is None and not helped:
@@ -359,8 +372,7 @@ def _sglang_annotated(tree: ast.Module) -> set[str]:
                 aliases = _keyword(arg, "aliases")
                 if isinstance(aliases, ast.List | ast.Tuple):
                     names += _flag_strings(aliases.elts)
-                action = _keyword(arg, "action")
-                if action is not None and _name(action) == "BooleanOptionalAction":
+                if _boolean_optional(arg):
                     names += _negated(names)
             flags.update(names)
     return flags

@@ -11,10 +11,10 @@ from pocforge.frameworks.base import PROFILE_DIR, model_path, profiled
 from pocforge.frameworks.disagg import plan_disaggregated
 from pocforge.frameworks.launch_plan import WORKDIR
 from pocforge.frameworks.megatron_init import converts, load_dir
+from pocforge.frameworks.patching import releases
 from pocforge.frameworks.patching.files import PatchError
 from pocforge.frameworks.patching.on_nodes import FOLDER as OVERLAY
 from pocforge.frameworks.patching.on_nodes import node_overlay
-from pocforge.paths import workspace_root
 from pocforge.runtimes import container, slurm
 from pocforge.runtimes.resolve import (
     WHEELS,
@@ -139,15 +139,15 @@ def _with_patches(spec: PocSpec, launches: list[NodeLaunch]) -> None:
     runtime: an overlay folder among its files, first on its ``PYTHONPATH``
     (:mod:`~pocforge.frameworks.patching.on_nodes`), made on the release the nodes run."""
     try:
-        made = node_overlay(spec, workspace_root() / ".artifacts" / "releases")
+        overlay = node_overlay(spec, releases.cache())
     except PatchError as exc:
         raise RuntimeSpecError(f"patches: {exc}") from None
-    if made is None:
+    if overlay is None:
         return
     folder = f"{WORKDIR}/{OVERLAY}"
     for one in launches:
         if one.role in FRAMEWORK_ROLES:
-            one.files = {**one.files, **made.files}
+            one.files = {**one.files, **overlay}
             path = one.env.get("PYTHONPATH")
             one.env = {**one.env, "PYTHONPATH": f"{folder}:{path}" if path else folder}
 

@@ -64,8 +64,8 @@ def competitors_are_comparable(spec: PocSpec) -> Iterator[Finding]:
 
 def gates_have_something_to_check(spec: PocSpec) -> Iterator[Finding]:
     """Parity compares the POC's kit kernels and framework patches against the framework as
-    shipped, so it needs one of them; accuracy task names are unique; the gates need vLLM's or SGLang's completions
-    with log-probabilities."""
+    shipped, so it needs one of them; accuracy task names are unique; the gates need vLLM's
+    or SGLang's completions with log-probabilities."""
     serving = spec.serving
     if serving is None:
         return

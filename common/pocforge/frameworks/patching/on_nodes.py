@@ -1,8 +1,8 @@
 """A POC's framework patches as a node's framework runs them, in any runtime, the framework on
 the node left as it was shipped (an image's, a venv's).
 
-The controller applies them (GNU patch, no fuzz, in order, all or nothing: the engine's dry
-run) to a scratch copy of the files they touch, taken from the release the nodes run (its
+The controller applies them with the engine's dry run (GNU patch, no fuzz, in order, all or
+nothing, on a scratch copy of the files they touch), taken from the release the nodes run (its
 source from the package index, :mod:`~pocforge.frameworks.patching.releases`), and gives each
 of the framework's launches an overlay folder among its generated files, first on its
 ``PYTHONPATH``. Its ``sitecustomize`` (``_patched_site.py``, plain standard library) runs in
@@ -23,15 +23,13 @@ for nodes, naming it.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import shutil
-import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
-from pocforge.frameworks.patching import gnu_patch, releases
-from pocforge.frameworks.patching.files import FRAMEWORKS, PatchError, PatchFile, discover
+from pocforge.frameworks.patching import dry_run, releases
+from pocforge.frameworks.patching.files import FRAMEWORKS, PatchError, discover
+from pocforge.frameworks.patching.state import digest
+from pocforge.frameworks.patching.target import Installed
 from pocforge.frameworks.site_files import sitecustomize
 
 # copied as the overlay's sitecustomize.py, never imported here
@@ -40,24 +38,17 @@ FOLDER = "pocforge-patched"  # under the launch's working directory
 MAP_FILE = "pocforge_patched.json"
 
 
-@dataclass(frozen=True)
-class NodeOverlay:
-    framework: str
-    version: str
-    patches: list[str]  # in the order applied: "vllm/0001-x.patch"
-    files: dict[str, str] = field(default_factory=dict)  # the launch's generated files
-
-
 def _module(path: str) -> str:
     """``vllm/entrypoints/x.py`` -> ``vllm.entrypoints.x``; a package's ``__init__.py`` -> it."""
     parts = path[: -len(".py")].split("/")
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def node_overlay(spec, cache: Path) -> NodeOverlay | None:
-    """The overlay that runs ``spec``'s patches of its serving framework on the nodes, made
-    on the release ``serving.version`` names (fetched into ``cache`` once); None without
-    patches. Raises :class:`PatchError` (one line, with the fix) when they cannot run there."""
+def node_overlay(spec, cache: Path) -> dict[str, str] | None:
+    """The overlay that runs ``spec``'s patches of its serving framework on the nodes, as a
+    launch's generated files, made on the release ``serving.version`` names (fetched into
+    ``cache`` once) by the engine's dry run; None without patches. Raises
+    :class:`PatchError` (one line, with the fix) when they cannot run there."""
     serving = spec.serving
     if serving is None or spec.source_dir is None or serving.framework not in FRAMEWORKS:
         return None
@@ -75,55 +66,30 @@ def node_overlay(spec, cache: Path) -> NodeOverlay | None:
             f"{other[0].version}, and the nodes run {version}: `pocforge patch rebase "
             f"{spec.name} --to {framework}=={version}`"
         )
-    touched = list(dict.fromkeys(f for p in patches for f in p.files))
-    other_files = [f for f in touched if not f.endswith(".py")]
+    other_files = [f for p in patches for f in p.files if not f.endswith(".py")]
     if other_files:
         raise PatchError(
             f"{where}: {', '.join(other_files)} is not a Python module, which a node's "
             "framework cannot be given without changing its installed files"
         )
-    released = releases.source(framework, version, cache)
-    modules = _apply(patches, touched, released, f"{framework} {version}")
-    names = [p.name for p in patches]
+    root = releases.source(framework, version, cache)
+    released = Installed(framework, f"{framework} as released", version, root, python="")
+    dry = dry_run.plan(spec.name, framework, patches, released, None)
+    refused = [one for one in dry.statuses if one.status not in ("applies", "applied")]
+    if refused:
+        raise PatchError(
+            f"{refused[0].name}: {refused[0].status} on {framework} {version} as released "
+            f"({refused[0].detail}): the nodes would run it unpatched"
+        )
     plan = {"framework": framework, "version": version, "package": FRAMEWORKS[framework][0]}
-    plan |= {"patches": names, "modules": {}}
+    plan |= {"patches": [p.name for p in patches], "modules": {}}
     files = {f"{FOLDER}/sitecustomize.py": sitecustomize(SITE)}
-    for number, (path, (original, patched)) in enumerate(sorted(modules.items())):
-        entry = {"path": path, "released": _sha(original), "patched": _sha(patched)}
+    for number, path in enumerate(sorted(dry.before)):
+        original, patched = dry.before[path], dry.after[path]
+        entry = {"path": path, "released": digest(original), "patched": digest(patched)}
         if patched is not None:
             entry["code"] = f"modules/{number:03d}.py"
             files[f"{FOLDER}/{entry['code']}"] = patched.decode()
         plan["modules"][_module(path)] = entry
     files[f"{FOLDER}/{MAP_FILE}"] = json.dumps(plan, indent=1, sort_keys=True)
-    return NodeOverlay(framework, version, names, files)
-
-
-def _sha(data: bytes | None) -> str | None:
-    return hashlib.sha256(data).hexdigest() if data is not None else None
-
-
-def _apply(
-    patches: list[PatchFile], touched: list[str], released: Path, release: str
-) -> dict[str, tuple[bytes | None, bytes | None]]:
-    """{file: (its bytes as released, as patched)}, None where absent: the patches applied in
-    order to a scratch copy of the files they touch."""
-    with tempfile.TemporaryDirectory(prefix="pocforge-patched-") as scratch:
-        root = Path(scratch)
-        for path in touched:
-            if (released / path).is_file():
-                (root / path).parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(released / path, root / path)
-        for patch in patches:
-            applied, output = gnu_patch.run(patch, root)
-            if not applied:
-                raise PatchError(
-                    f"{patch.name}: does not apply to {release} as released "
-                    f"({gnu_patch.failure(output)}): the nodes would run it unpatched"
-                )
-        return {
-            path: (
-                (released / path).read_bytes() if (released / path).is_file() else None,
-                (root / path).read_bytes() if (root / path).is_file() else None,
-            )
-            for path in touched
-        }
+    return files

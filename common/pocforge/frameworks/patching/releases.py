@@ -26,12 +26,18 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from pocforge.frameworks.patching.files import FRAMEWORKS, PatchError
+from pocforge.paths import workspace_root
 
 INDEX = "https://pypi.org/simple"
 ACCEPT = "application/vnd.pypi.simple.v1+json"
 TIMEOUT_S = 120
 # the framework's distribution on the index (its CPU builds are another distribution)
 DISTRIBUTIONS = {"vllm": "vllm", "sglang": "sglang", "deepspeed": "deepspeed"}
+
+
+def cache() -> Path:
+    """Where the kit keeps the releases it fetched (``source`` unpacks each there once)."""
+    return workspace_root() / ".artifacts" / "releases"
 
 
 class ReleaseError(PatchError):
