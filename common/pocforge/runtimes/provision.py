@@ -82,28 +82,52 @@ def requirement_lines(vendor: str) -> list[str]:
 
 
 def venvs(spec: PocSpec) -> list[dict]:
-    """The ``python_env`` role's environments: one per deployment in a venv runtime
-    (two deployments of one framework share it)."""
+    """The ``python_env`` role's environments: one per environment folder of a deployment in
+    a venv runtime (two deployments in one environment share it). ``create``: bring-up makes
+    it, from ``archive`` (unpacked; ``archive_key`` says which, so a new archive replaces
+    it) or else with pip from ``requirements``; otherwise it is the node's, left as it is."""
     out: dict[str, dict] = {}
     for deployment, section in _deployments(spec):
         runtime = resolve(spec, deployment)
-        if runtime.kind != "venv" or runtime.framework in out:
+        if runtime.kind != "venv" or runtime.python in out:
             continue
         default = f"{VENVS}/{runtime.framework}/bin/python"
-        created = runtime.python == default
+        archive = _on_controller(spec, runtime.venv_archive)
+        created = runtime.python == default or archive is not None
         requirements: list[str] = []
-        if created:
+        if created and archive is None:
             requirements = requirement_lines(runtime.vendor)
             version = getattr(section, "version", None)
             name = DISTRIBUTIONS[runtime.framework]
             requirements.append(f"{name}=={version}" if version else name)
-        out[runtime.framework] = {
+        out[runtime.python] = {
             "name": runtime.framework,
             "python": runtime.python,
             "create": created,
             "requirements": requirements,
+            "archive": archive,
+            "archive_key": _archive_key(archive),
         }
     return list(out.values())
+
+
+def _on_controller(spec: PocSpec, path: str | None) -> str | None:
+    """A file the spec names on the controller, relative to the POC folder."""
+    if path and spec.source_dir is not None:
+        return str((spec.source_dir / path).resolve())
+    return path
+
+
+def _archive_key(archive: str | None) -> str | None:
+    """Which archive a node's environment came from: its size and modification time (a
+    digest of a multi-gigabyte file would cost seconds at every bring-up)."""
+    if archive is None:
+        return None
+    try:
+        stat = Path(archive).stat()
+    except OSError:
+        return None  # the role's copy fails naming the file
+    return f"{stat.st_size}-{stat.st_mtime_ns}"
 
 
 def images(spec: PocSpec) -> list[dict]:
@@ -114,9 +138,8 @@ def images(spec: PocSpec) -> list[dict]:
         runtime = resolve(spec, deployment)
         if runtime.kind != "container" or runtime.image is None:
             continue
-        archive = section.runtime.image_archive  # on the controller; copied when needed
-        if archive and spec.source_dir is not None:
-            archive = str((spec.source_dir / archive).resolve())
+        # on the controller; copied when needed
+        archive = _on_controller(spec, section.runtime.image_archive)
         wanted_id = section.runtime.image_id
         seen.setdefault(
             (runtime.engine, runtime.image),

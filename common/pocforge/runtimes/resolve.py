@@ -41,6 +41,7 @@ class ResolvedRuntime:
     engine: str = "docker"
     mounts: tuple[str, ...] = ()
     python: str | None = None  # venv: the interpreter on the nodes
+    venv_archive: str | None = None  # venv: a tar of it bring-up unpacks (controller path)
     env: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -112,6 +113,18 @@ def resolve(spec: PocSpec, deployment: Deployment) -> ResolvedRuntime:
             f"{where}.image_archive: only a container runtime loads an image; this one is "
             f"{kind} (remove image_archive, or set {where}.kind: container)"
         )
+    if runtime.venv_archive and (kind != "venv" or runtime.python is None):
+        raise RuntimeSpecError(
+            f"{where}.venv_archive: bring-up unpacks it for a venv runtime at the path "
+            f"{where}.python names; set {where}.kind: venv and {where}.python "
+            "(e.g. /opt/pocforge/venvs/cpu/bin/python), or remove venv_archive"
+        )
+    if kind == "venv" and not facts.is_gpu and runtime.python is None:
+        raise RuntimeSpecError(
+            f"{where}.python: a venv on cluster.gpu: cpu is not built by bring-up (the kit "
+            f"pins no CPU index); ship one with {where}.venv_archive and name its "
+            f"interpreter in {where}.python, or name an interpreter the nodes have"
+        )
     image = runtime.image
     if kind == "container" and image is None:
         image = default_image(framework, facts.vendor, facts.arch)
@@ -132,5 +145,6 @@ def resolve(spec: PocSpec, deployment: Deployment) -> ResolvedRuntime:
         engine=runtime.engine,
         mounts=tuple(runtime.mounts),
         python=python,
+        venv_archive=runtime.venv_archive,
         env=split_env(runtime.env)[0],  # secrets go by reference (NodeLaunch.secrets)
     )

@@ -267,6 +267,10 @@ class Runtime(Strict):
         default_factory=list,
         description="container: extra `host:container[:ro]` mounts (the weights, the run folder and the kit's wheels are mounted already).",
     )
+    venv_archive: str | None = Field(
+        None,
+        description="venv: a tar of a ready environment, made at the path `python` names (its folder two levels up), on the controller (relative: to the POC folder); bring-up copies it to each node and unpacks it there instead of building one with pip (nodes that reach no package index; the CPU nodes' environment of a rehearsal, `make node-env`). Needs `python`. Default: bring-up builds the environment.",
+    )
     python: str | None = Field(
         None,
         description="venv: an existing interpreter on the nodes; default: the environment bring-up builds in `/opt/pocforge/venvs/<framework>`. container: the interpreter inside the image; default: `python3`.",
