@@ -75,11 +75,11 @@ kit_env() {
     echo "$want" > .venv/.pocforge-stamp
   fi
   # DeepSpeed's shared-memory comm op for CPU training, compiled once per machine (25 s in a
-  # clean clone here, beside SGLang's install) into the kit's extension cache, so the first
+  # clean clone here, beside SGLang's install) into the kit's environment (paths.extensions_dir), so the first
   # training run does not pay for it.
-  if ! ls .torch_extensions/deepspeed_shm_comm/*.so >/dev/null 2>&1; then
+  if ! ls .venv/torch_extensions/deepspeed_shm_comm/*.so >/dev/null 2>&1; then
     say "building DeepSpeed's CPU comm op (once per machine)"
-    quiet env DS_ACCELERATOR=cpu TORCH_EXTENSIONS_DIR="$PWD/.torch_extensions" .venv/bin/python -c \
+    quiet env DS_ACCELERATOR=cpu TORCH_EXTENSIONS_DIR="$PWD/.venv/torch_extensions" .venv/bin/python -c \
       "from deepspeed.ops.op_builder.cpu import ShareMemCommBuilder; ShareMemCommBuilder().load()"
   fi
   # the dashboard's translations: .po sources compiled to .mo (cheap; every setup)

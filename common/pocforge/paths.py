@@ -85,10 +85,12 @@ def local_kit() -> Path:
         return _CHECKOUT
 
 
-def torch_extensions_dir() -> Path:
-    """Where this machine's DeepSpeed C++ extensions are built and cached (CPU training:
-    the shared-memory comm op compiles once per machine), shared by every POC."""
-    return local_kit() / ".torch_extensions"
+def extensions_dir(python: str) -> str:
+    """Where DeepSpeed's C++ extensions for CPU training are compiled and cached: inside the
+    environment of the interpreter that loads them (``<env>/torch_extensions``), which
+    ships them: the kit's setup compiles the shared-memory comm op into ``.venv``, the CPU
+    nodes' environment is built with it (:mod:`pocforge.rehearse.node_env`)."""
+    return str(Path(python).parent.parent / "torch_extensions")
 
 
 def kit_env_python(name: str) -> Path:

@@ -3,8 +3,10 @@ kit's driver (ansible-runner). One cluster for the module; it is torn down even 
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ import pytest
 from pocforge.cluster import ClusterExpectations, run_playbook
 from pocforge.rehearse.nodes import missing_prerequisites, running_cluster
 
+from ..conftest import REPO
 from .fakes import fake_amd_smi
 
 # the namespaced subnet (one cluster at a time) and podman's storage: one worker
@@ -105,10 +108,11 @@ VENV_PYTHON = "/opt/pocforge/venvs/probe/bin/python"
 def _venv_and_weights(cluster) -> dict:
     """A venv runtime as bring-up makes it on a GPU node, here with no requirements (the
     nodes reach no registry): the kit's wheels built on this machine copied and installed
-    with --no-index; and weights staged from a folder every node sees into its own /opt."""
+    with --no-index; and weights staged from a folder every node sees (the nodes' shared
+    one, as an NFS mount) into its own /opt."""
     from pocforge.runtimes.provision import kit_wheels
 
-    weights = cluster.workdir / "shared-weights"
+    weights = cluster.shared_dir / "weights"
     weights.mkdir()
     (weights / "config.json").write_text('{"layers": 2}')
     (weights / "weights.bin").write_bytes(b"\0" * 4096)
@@ -199,17 +203,24 @@ def _ssh(cluster, host, command: str) -> str:
     return done.stdout
 
 
-def test_each_host_has_a_private_tmp_that_still_shows_the_shared_folder(cluster):
+def test_each_host_has_a_private_tmp_and_sees_nothing_of_this_machine(cluster):
     """A file a node writes to /tmp stays on that node (not on the controller, not on the
-    next node); the fixture's own folder under /tmp is seen by every node at its path."""
+    next node). The kit's checkout, its .venv, the Python behind it and the fixture's own
+    folder do not exist on a node; the rehearsal's run folder (sshd's files, the nodes'
+    key) does, as a site's /etc."""
     h1, h2, _ = cluster.hosts
     name = f"pocforge-private-{cluster.tag}"
     _ssh(cluster, h1, f"echo h1 > /tmp/{name}")
     assert not (Path("/tmp") / name).exists()
     assert (h1.root / "tmp" / name).read_text() == "h1\n"
     assert _ssh(cluster, h2, f"ls /tmp/{name} 2>/dev/null || echo absent").strip() == "absent"
-    shared = cluster.workdir / "authorized_keys"
-    assert _ssh(cluster, h2, f"cat {shared}") == shared.read_text()
+    here = [REPO, REPO / ".venv", Path(sys.prefix), Path(sys.base_prefix), cluster.workdir]
+    for path in here:
+        assert path.exists()  # on the controller
+    probe = "; ".join(f"test -e {shlex.quote(str(p))} && echo {shlex.quote(str(p))}" for p in here)
+    assert _ssh(cluster, h2, f"{probe}; true").split() == []
+    keys = cluster.keys_dir / "authorized_keys"
+    assert _ssh(cluster, h2, f"cat {keys}") == keys.read_text()
 
 
 def test_bringup_loads_a_missing_image_from_its_archive_once(

@@ -4,8 +4,9 @@ node): one allocation, bring-up, preflight, collectives, collect and teardown as
 over the playbooks' srun connection, vLLM's native multi-node data parallel (API + engine 0
 on h1, a headless engine on h2) and DeepSpeed over both nodes on gloo, each node's launcher
 a job step; the benchmark runs from this machine against h1; with podman here every node's
-vLLM and DeepSpeed ranks run in containers (the GPU path), else in this machine's
-environment.
+vLLM and DeepSpeed ranks run in containers of the CPU nodes' image (the GPU path), else in
+the CPU nodes' environment bring-up unpacked on each node. The nodes see nothing of this
+machine's checkout, workspace or Python (a test looks from inside each).
 
 The Slurm run is the hard one first: h2's slurmd is killed once the sweep starts (the
 scheduler loses the node); the run fails naming h2, Slurm releases the job, and once h2's
@@ -137,9 +138,9 @@ def rehearsal(tmp_path_factory, request):
                 os.environ[name] = value
 
     request.addfinalizer(restore)
-    runtime = "container" if shutil.which("podman") else "kit"
+    runtime = "container" if shutil.which("podman") else "venv"
     with (
-        running_cluster(root / "nodes", 2, shared=(root,)) as made,
+        running_cluster(root / "nodes", 2) as made,
         rehearsal_slurm(made, root / "slurm") as slurm,
     ):
         variant, nodes = rehearsal_target(
@@ -165,21 +166,22 @@ def rehearsal(tmp_path_factory, request):
         slurm.start_slurmd(made.hosts[1])
         slurm.wait_idle()
         run = run_poc(variant, nodes=nodes, store=store, resume=first, say=lines.append)
-        # the same POC over SSH in this machine's environment, for the bring-up tests that
-        # connect as another user (rootless podman would not see this machine's image)
-        kit_variant, kit_nodes = rehearsal_target(
-            made, root / "pocs" / POC / "poc.yaml", root / ".artifacts" / "kit", POC, "kit"
+        # the same POC over SSH in the CPU nodes' environment (a venv bring-up unpacks),
+        # for the bring-up tests that connect as another user (rootless podman would not
+        # see this machine's image)
+        venv_variant, venv_nodes = rehearsal_target(
+            made, root / "pocs" / POC / "poc.yaml", root / ".artifacts" / "venv", POC, "venv"
         )
         yield {
             "run": run,
             "made": made,
-            "nodes": kit_nodes,
+            "nodes": venv_nodes,
             "variant": variant,
             "store": store,
             "before": before,
             "lines": lines,
             "runtime": runtime,
-            "kit_variant": kit_variant,
+            "venv_variant": venv_variant,
             "containers": _pocforge_containers(),
             "slurm": slurm,
             "after_failure": after_failure,
@@ -275,6 +277,36 @@ def test_the_whole_poc_runs_on_both_nodes(rehearsal):
 
     verdicts = judge_run(run)
     assert overall(verdicts) == "pass", [(v.criterion, v.verdict) for v in verdicts]
+
+
+def test_the_nodes_see_nothing_of_this_machine_and_ran_what_bring_up_put_there(rehearsal):
+    """From inside each node (over its sshd): this checkout, the kit's .venv and the Python
+    behind it do not exist; every launch the nodes ran names none of them, nor loopback: the
+    framework came from /opt/pocforge (the CPU nodes' environment, or their image)."""
+    import subprocess
+    import sys
+
+    made = rehearsal["made"]
+    here = [REPO, REPO / ".venv", Path(sys.prefix), Path(sys.base_prefix)]
+    probe = "; ".join(f"test -e '{p}' && echo '{p}'" for p in here) + "; true"
+    ssh = ["ssh", "-i", str(made.key), "-o", "StrictHostKeyChecking=no"]
+    ssh += ["-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"]
+    for host in made.hosts:
+        done = subprocess.run(
+            [*ssh, f"root@{host.address}", probe], capture_output=True, text=True, timeout=30
+        )
+        assert done.returncode == 0 and done.stdout.split() == [], (host.name, done)
+        launches = [
+            launch
+            for path in host.opt.rglob("*.launches.json")
+            for launch in json.loads(path.read_text())["launches"]
+        ]
+        assert launches, host.name
+        for launch in launches:
+            said = " ".join([*launch["argv"], *launch["env"].values()])
+            for leak in (str(REPO), sys.prefix, sys.base_prefix, "127.0.0.1", "localhost"):
+                assert leak not in said, (host.name, leak, said)
+        assert any("/opt/pocforge/venvs/cpu/bin/python" in one["argv"] for one in launches)
 
 
 def _logs(collected: Path, host: str) -> str:
@@ -514,7 +546,7 @@ def test_a_non_root_ssh_user_gets_root_only_through_become(rehearsal, non_root_u
     from pocforge.cluster import expectations_from_spec, run_playbook_stage
     from pocforge.cluster.driver import PLAYBOOKS
 
-    made, spec = rehearsal["made"], rehearsal["kit_variant"]
+    made, spec = rehearsal["made"], rehearsal["venv_variant"]
     expectations = expectations_from_spec(spec)
     results = {}
     for become in (False, True):
@@ -559,7 +591,7 @@ def pd_lost(rehearsal):
     shutil.copytree(REPO / "pocs" / PD, root / "pocs" / PD)
     _edit(root / "pocs" / PD / "poc.yaml", _seconds_a_repeat(5))
     variant, nodes = rehearsal_target(
-        made, root / "pocs" / PD / "poc.yaml", root / ".artifacts" / "pd", PD, "kit"
+        made, root / "pocs" / PD / "poc.yaml", root / ".artifacts" / "pd", PD, "venv"
     )
     store, found, fault, lines = rehearsal["store"], {}, {}, []
 

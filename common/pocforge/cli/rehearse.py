@@ -27,7 +27,7 @@ from pocforge.cli.run import print_verdicts
 from pocforge.rehearse.slurm import SlurmCluster, missing_daemons
 
 # The rehearsal nodes have no GPUs, RDMA or spare disk: the preflight checks that need them
-# are relaxed; the kit's own environments are shared with the nodes (one file system).
+# are relaxed.
 REHEARSAL_VARS = {
     "preflight_kernel_cmdline_required": [],
     "preflight_disk_min_free_gb": 0,
@@ -42,20 +42,18 @@ REHEARSAL_ENV = {
 }
 
 
-def container_runtime() -> dict:
-    """The runtime of a rehearsal in containers: podman with the kit's local image
-    (built here, nothing pulled), this machine's Python and kit mounted read-only."""
-    import sys
+def node_runtime(kind: str) -> dict:
+    """The runtime of the rehearsal's serving and training, as a CPU node has it: ``venv``,
+    the CPU nodes' environment shipped as an archive bring-up unpacks on each node; or
+    ``container``, podman with the CPU nodes' image (the same environment in a Debian root
+    file system), both built here once per machine. Raises ImageError or NodeEnvError."""
+    from pocforge.rehearse import node_env
+    from pocforge.rehearse.image import cpu_image
 
-    from pocforge.rehearse.image import build_image, kit_mounts
-
-    return {
-        "kind": "container",
-        "engine": "podman",
-        "image": build_image("podman"),
-        "python": sys.executable,
-        "mounts": kit_mounts(),
-    }
+    python = f"{node_env.NODE_VENV}/bin/python"
+    if kind == "container":
+        return {"kind": "container", "engine": "podman", "image": cpu_image(), "python": python}
+    return {"kind": "venv", "python": python, "venv_archive": str(node_env.build())}
 
 
 def rehearsal_spec(
@@ -64,13 +62,18 @@ def rehearsal_spec(
     addresses: list[str],
     runtime: dict | None = None,
     partition: str | None = None,
+    shared: Path | None = None,
 ) -> Path:
     """A variant of the POC (``include:`` of its spec) whose hosts are the rehearsal nodes,
     or, with a Slurm ``partition``, whose nodes the rehearsal's Slurm allocates; its
-    serving and training in ``runtime`` when given. The variant's folder holds the POC's
+    serving and training in ``runtime`` when given; its model, a folder here, staged to
+    the nodes from here; a storage KV connector's folder in the nodes' ``shared`` one. The variant's folder holds the POC's
     files too (its patches, datasets, configs): a POC's folder is what bring-up stages on
     the nodes and what its launches name."""
+    from pocforge.frameworks.base import model_path
+    from pocforge.frameworks.disagg import connector_of
     from pocforge.spec import load_spec
+    from pocforge.spec.model_schema import CONTROLLER
 
     shutil.copytree(
         source.parent, folder, ignore=shutil.ignore_patterns(source.name), dirs_exist_ok=True
@@ -84,11 +87,24 @@ def rehearsal_spec(
             else {"scheduler": "slurm", "slurm": {"partition": partition}}
         ),
     }
+    included = load_spec(source)
+    if included.model.weights is None and Path(model_path(included)).is_absolute():
+        # a model folder here: staged to every node (they see nothing of this machine)
+        variant["model"] = {
+            "weights": {
+                "source": CONTROLLER + model_path(included),
+                "dest": f"/opt/pocforge/models/{Path(model_path(included)).name}",
+            }
+        }
     if runtime is not None:
-        included = load_spec(source)
         for deployment in ("serving", "training"):
             if getattr(included, deployment) is not None:
                 variant[deployment] = {"runtime": runtime}
+    disagg = included.serving.disaggregation if included.serving else None
+    if shared is not None and disagg is not None and connector_of(included) == "ExampleConnector":
+        # the nodes' NFS, for vLLM's storage connector
+        kv = {"shared_storage_path": str(shared / included.name / "kv")}
+        variant.setdefault("serving", {})["disaggregation"] = kv
     path = folder / "poc.yaml"
     path.write_text(yaml.safe_dump(variant, sort_keys=False))
     return path
@@ -104,11 +120,13 @@ def rehearsal_spec(
 )
 @click.option(
     "--runtime",
-    type=click.Choice(["kit", "container"]),
-    default="kit",
+    type=click.Choice(["venv", "container"]),
+    default="venv",
     show_default=True,
-    help="Where serving and training run on the nodes: this machine's environment as it is, "
-    "or inside podman containers of the kit's local image (the container path of a GPU POC).",
+    help="Where serving and training run on the nodes: the CPU nodes' environment bring-up "
+    "unpacks on each node (the venv path of a GPU POC), or podman containers of the CPU "
+    "nodes' image (the container path); both built here once per machine "
+    "(make rehearsal-image).",
 )
 @click.option(
     "--scheduler",
@@ -159,13 +177,13 @@ def rehearsal_target(
     source: Path,
     scratch: Path,
     name: str,
-    runtime: str = "kit",
+    runtime: str = "venv",
     partition: str | None = None,
 ):
     """(the POC's variant with the nodes' addresses, how the runner drives the nodes) for the
-    rehearsal nodes ``made``, or allocated by the rehearsal's Slurm from ``partition``;
-    raises SpecError when the variant does not load, ImageError when the container image
-    cannot be built."""
+    rehearsal nodes ``made``, or allocated by the rehearsal's Slurm from ``partition``, its
+    serving and training in :func:`node_runtime` ``runtime``; raises SpecError when the
+    variant does not load, ImageError or NodeEnvError when the runtime cannot be built."""
     from pocforge.cluster.known_hosts import policy_vars
     from pocforge.frameworks.base import prepare_model
     from pocforge.runner import Nodes
@@ -181,14 +199,19 @@ def rehearsal_target(
         "OMPI_MCA_oob_tcp_if_include": "eth0",
         "OMPI_MCA_btl_tcp_if_include": "eth0",
     }
-    in_containers = None
     if runtime == "container":
-        from pocforge.rehearse.image import engine_env
+        from pocforge.rehearse.image import podman_conf
 
-        in_containers = container_runtime()
-        # for the podman client the nodes' process manager starts (not the container's env)
-        extravars["workload_env"] = {"CONTAINERS_CONF": engine_env("podman")["CONTAINERS_CONF"]}
-    variant = load_spec(rehearsal_spec(source, scratch / name, addresses, in_containers, partition))
+        # for the podman client the nodes' process manager starts (not the container's env):
+        # this machine's engine settings, where the nodes see them (a site's /etc)
+        conf = podman_conf(made.keys_dir)
+        extravars["workload_env"] = {"CONTAINERS_CONF": str(conf)}
+    in_runtime = node_runtime(runtime)
+    variant = load_spec(
+        rehearsal_spec(
+            source, scratch / name, addresses, in_runtime, partition, shared=made.shared_dir
+        )
+    )
     prepare_model(variant)
     # The nodes' host keys are known (the rehearsal made them): checked strictly, as a
     # customer's cluster is after its first contact.
@@ -203,21 +226,18 @@ def _rehearse(
     scratch: Path,
     count: int,
     stages: list[str],
-    runtime: str = "kit",
+    runtime: str = "venv",
     scheduler: str = "ssh",
 ) -> int:
-    from pocforge.paths import workspace_root
     from pocforge.rehearse.image import ImageError
+    from pocforge.rehearse.node_env import NodeEnvError
     from pocforge.rehearse.nodes import running_cluster
     from pocforge.runner import NodeFailure, RunnerError, run_poc
     from pocforge.spec import SpecError
 
     code = 0
-    # the nodes see the workspace at its path (the kit runtime reads the POC and the model)
     with contextlib.ExitStack() as held:
-        made = held.enter_context(
-            running_cluster(scratch / "nodes", count, shared=(workspace_root(),))
-        )
+        made = held.enter_context(running_cluster(scratch / "nodes", count))
         click.echo(f"rehearsal nodes: {', '.join(f'{h.name} {h.address}' for h in made.hosts)}")
         partition = None
         if scheduler == "slurm":
@@ -225,7 +245,7 @@ def _rehearse(
             click.echo(f"rehearsal Slurm: partition {partition}, a slurmd on every node")
         try:
             variant, nodes = rehearsal_target(made, source, scratch, spec.name, runtime, partition)
-        except (SpecError, ImageError) as exc:
+        except (SpecError, ImageError, NodeEnvError) as exc:
             click.echo(str(exc), err=True)
             return 2
         try:

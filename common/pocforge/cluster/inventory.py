@@ -77,13 +77,17 @@ def expectations_from_spec(spec: Any) -> ClusterExpectations:
 def _bringup_vars(spec: Any) -> dict:
     """What bring-up takes from the spec: its runtimes' environments and images
     (``pocforge.runtimes.provision``) and where to stage the weights from."""
+    from pocforge.frameworks.base import controller_model
     from pocforge.runtimes.provision import bringup_vars
+    from pocforge.spec.model_schema import CONTROLLER
 
     deployments = (getattr(spec, "serving", None), getattr(spec, "training", None))
     out: dict[str, Any] = bringup_vars(spec) if any(deployments) else {}
     weights = getattr(getattr(spec, "model", None), "weights", None)
     if weights is not None:
         out["model_staging_source"] = weights.source
+        if weights.source.startswith(CONTROLLER):  # the folder here, wherever the POC is
+            out["model_staging_source"] = CONTROLLER + controller_model(spec)
         out["model_staging_dest"] = weights.dest
         token = getattr(spec.model, "hf_token", None)
         if token is not None and weights.source.startswith("hf://"):

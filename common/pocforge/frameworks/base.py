@@ -16,6 +16,7 @@ from typing import Protocol
 from pocforge.frameworks.launch_plan import NodeLaunch, Role  # noqa: F401 - imported from here
 from pocforge.paths import kit_env_python, workspace_root
 from pocforge.spec import PocSpec
+from pocforge.spec.model_schema import CONTROLLER
 
 
 class Adapter(Protocol):
@@ -169,14 +170,29 @@ def model_path(spec: PocSpec) -> str:
     return spec.model.id
 
 
-def prepare_model(spec: PocSpec) -> str:
-    """Make sure the model folder exists: build the spec's tiny model if it asks for one."""
-    path = model_path(spec)
-    tiny = spec.model.tiny
-    if tiny is not None and not (Path(path) / "config.json").is_file():
-        from pocforge.tiny_model.make import make_tiny
+def controller_model(spec: PocSpec) -> str:
+    """The model as the machine that runs the kit reads it (the benchmark client's and the
+    accuracy task's tokenizer; where the tiny model is built): a ``controller:`` staging
+    source's folder, else what the launches name."""
+    weights = spec.model.weights
+    if weights is not None and weights.source.startswith(CONTROLLER):
+        folder = Path(weights.source.removeprefix(CONTROLLER))
+        if spec.source_dir is not None:
+            folder = spec.source_dir / folder
+        return str(folder.resolve())
+    return model_path(spec)
 
-        make_tiny(path, arch=tiny.arch, seed=tiny.seed)
+
+def prepare_model(spec: PocSpec) -> str:
+    """Make sure the model folder exists: build the spec's tiny model if it asks for one,
+    where this machine reads it (:func:`controller_model`); its path."""
+    path = controller_model(spec)
+    tiny = spec.model.tiny
+    if tiny is not None and not (Path(model_path(spec)) / "config.json").is_file():
+        if not (Path(path) / "config.json").is_file():
+            from pocforge.tiny_model.make import make_tiny
+
+            make_tiny(path, arch=tiny.arch, seed=tiny.seed)
     return path
 
 

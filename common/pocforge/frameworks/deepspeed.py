@@ -21,12 +21,10 @@ from pathlib import Path
 from pocforge.catalog import gpu
 from pocforge.frameworks.argcheck.run import rejected
 from pocforge.frameworks.base import LaunchContext, NodeLaunch, model_path, node_hosts
-from pocforge.paths import torch_extensions_dir
+from pocforge.paths import extensions_dir
 from pocforge.spec import PocSpec
 
 MASTER_PORT = 29500
-# C++ extensions DeepSpeed compiles on first use, cached with the kit (not per POC workspace).
-EXTENSIONS_DIR = torch_extensions_dir()
 
 
 def ds_config(spec: PocSpec) -> dict:
@@ -110,7 +108,7 @@ class DeepSpeedAdapter:
             env.update(
                 {
                     "DS_ACCELERATOR": "cpu",
-                    "TORCH_EXTENSIONS_DIR": str(EXTENSIONS_DIR),
+                    "TORCH_EXTENSIONS_DIR": extensions_dir(ctx.python),
                     "OMP_NUM_THREADS": "1",
                     "TOKENIZERS_PARALLELISM": "false",
                 }

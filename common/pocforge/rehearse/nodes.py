@@ -7,11 +7,16 @@ Layout (``tag`` is unique per fixture): a bridge namespace ``<tag>br`` holds bri
 every host namespace ``<tag>hN`` has ``eth0`` = 198.51.100.(10+N)/24 on a veth into that
 bridge; the controller (this process, root namespace) reaches them through one more veth,
 ``<tag>c`` = 198.51.100.254/24. Each sshd runs inside its host's namespace and in its own
-mount and UTS namespaces: its own hostname, a private ``/opt`` (a bind mount of
-``<workdir>/hN/opt``) and a private ``/tmp`` (``<workdir>/hN/tmp``), so each host reports its
-own facts and keeps its own scratch files. The folders under ``/tmp`` the nodes must still
-see at the same path (the fixture's own, with sshd's configuration; a test's workspace with
-the POC and the model the kit runtime reads) are bound into that private ``/tmp``. Traffic goes only to these
+mount and UTS namespaces: its own hostname and disk, bind mounts of ``<workdir>/hN``'s
+``opt``, ``tmp`` and ``root`` over ``/opt``, ``/tmp`` and ``/root``. A node is as bare as a
+customer's: its OS is this machine's (``/usr``, ``/etc``, Debian's Python), but it sees
+nothing of the controller's: the kit's checkout, the workspace and the interpreter behind
+the kit's ``.venv`` are covered by empty read-only file systems (:func:`hidden_paths`: the
+checkout's parent, so its path does not exist there),
+nothing of the controller's ``/tmp`` or ``/root`` is there, and what a launch runs came
+through bring-up under ``/opt/pocforge``. The rehearsal's own files a node needs (sshd's
+configuration and keys, the nodes' SSH key, a Slurm site's files) are in a run folder,
+``/run/pocforge-rehearse/<tag>``, as a site's ``/etc`` holds them. Traffic goes only to these
 namespaces. ``close()`` kills every process inside them by pid, deletes the namespaces and
 the controller veth; it is safe to call twice and runs from a finalizer.
 """
@@ -25,12 +30,13 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pocforge.paths import kit_root
+from pocforge.paths import kit_root, workspace_root
 
 SUBNET = "198.51.100"
 CONTROLLER_IP = f"{SUBNET}.254"
@@ -67,6 +73,27 @@ def cgroup_mounts(mounts: str | None = None) -> list[str]:
     return out
 
 
+# Installs of Python that are the OS's own, which a node has too: never covered.
+_OS_PREFIXES = (Path("/usr"), Path("/usr/local"))
+
+
+def hidden_paths() -> list[Path]:
+    """What of the controller a node must not see, outermost only: the folders holding the
+    kit's checkout and the workspace (so neither path exists on a node), the kit's
+    environment and the Python install behind it (unless the OS's own). Those under
+    ``/tmp`` and ``/root`` are gone with the node's own."""
+    own = (Path("/tmp"), Path("/root"))
+    folders = [Path(p).resolve().parent for p in (kit_root(), workspace_root())]
+    wanted = {p for p in folders if p != Path("/")}
+    wanted |= {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()} - set(_OS_PREFIXES)
+    wanted = {
+        p
+        for p in wanted
+        if p.exists() and p not in own and not any(p.is_relative_to(o) for o in own)
+    }
+    return sorted(p for p in wanted if not any(p != q and p.is_relative_to(q) for q in wanted))
+
+
 def missing_prerequisites() -> str | None:
     """Why the fixture cannot run here, or None."""
     if os.geteuid() != 0:
@@ -89,7 +116,8 @@ class Host:
     name: str
     netns: str
     address: str
-    root: Path  # this host's private files: opt/, sshd config and keys
+    root: Path  # this host's disk: opt/, tmp/, root/ (its /root)
+    run: Path  # sshd's configuration, host key and pid, where the node's sshd reads them
     sshd: subprocess.Popen | None = None
 
     @property
@@ -101,9 +129,6 @@ class Host:
 class NetnsCluster:
     workdir: Path
     count: int = 3
-    # Folders under /tmp every node still sees at their paths (default: the workdir's
-    # parent, which holds a test's workspace, and so the workdir itself).
-    shared: tuple[Path, ...] = ()
     tag: str = field(default_factory=lambda: f"pf{os.getpid() % 100000}")
     hosts: list[Host] = field(default_factory=list)
     _lock: int | None = None
@@ -116,11 +141,15 @@ class NetnsCluster:
         self._lock = os.open(LOCK_PATH, os.O_CREAT | os.O_RDWR, 0o600)
         fcntl.flock(self._lock, fcntl.LOCK_EX)  # one such cluster on the subnet at a time
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.key = self.workdir / "id_ed25519"
-        for stale in (self.key, self.key.with_suffix(".pub")):  # a previous rehearsal's key
-            stale.unlink(missing_ok=True)
-        for old in self.workdir.glob("h*/"):  # and its nodes' folders
+        for old in self.workdir.glob("h*/"):  # a previous rehearsal's nodes' folders
             shutil.rmtree(old, ignore_errors=True)
+        # the nodes' SSH key: the controller logs in with it, and a node reaches another
+        # with it (mpirun), so it is in the run folder the nodes see
+        shutil.rmtree(self.keys_dir, ignore_errors=True)
+        self.keys_dir.mkdir(parents=True, mode=0o755)
+        self.key = self.keys_dir / "id_ed25519"
+        self.shared_dir.mkdir(mode=0o1777)
+        self.shared_dir.chmod(0o1777)
         subprocess.run(
             [
                 "ssh-keygen",
@@ -136,12 +165,9 @@ class NetnsCluster:
             ],
             check=True,
         )
-        (self.workdir / "authorized_keys").write_text(self.key.with_suffix(".pub").read_text())
-        # sshd reads a user's keys as that user: a copy any account can read (the workdir
-        # may sit under a private folder, as pytest's does), so a non-root user logs in too.
-        self.keys_dir.mkdir(parents=True, exist_ok=True)
-        self.keys_dir.chmod(0o755)
-        shutil.copy(self.workdir / "authorized_keys", self.keys_dir / "authorized_keys")
+        # sshd reads a user's keys as that user: a file any account can read, so a non-root
+        # user logs in too.
+        (self.keys_dir / "authorized_keys").write_text(self.key.with_suffix(".pub").read_text())
         (self.keys_dir / "authorized_keys").chmod(0o644)
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation dir
 
@@ -162,8 +188,10 @@ class NetnsCluster:
                 netns=f"{self.tag}h{n}",
                 address=f"{SUBNET}.{10 + n}",
                 root=self.workdir / f"h{n}",
+                run=self.keys_dir / f"h{n}",
             )
             host.opt.mkdir(parents=True)
+            host.run.mkdir()
             self._add_netns(host.netns)
             outer, inner = f"{self.tag}h{n}b", f"{self.tag}h{n}e"
             _ip("link", "add", outer, "type", "veth", "peer", "name", inner)
@@ -190,38 +218,34 @@ class NetnsCluster:
         _ip("link", "set", link, "up", netns=bridge_ns)
 
     def start_sshd(self, host: Host) -> None:
-        key = host.root / "ssh_host_ed25519_key"
+        key = host.run / "ssh_host_ed25519_key"
         if not key.exists():
             subprocess.run(
                 ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True
             )
-        private_tmp = host.root / "tmp"
-        private_tmp.mkdir(exist_ok=True)
-        private_tmp.chmod(0o1777)
-        binds = []
-        for folder in self._shared_under_tmp():
-            inside = private_tmp / folder.relative_to("/tmp")
-            inside.mkdir(parents=True, exist_ok=True)
-            binds.append(f"mount --bind {folder} {inside}")
-        config = host.root / "sshd_config"
+        for name, mode in (("tmp", 0o1777), ("root", 0o700)):
+            (host.root / name).mkdir(exist_ok=True)
+            (host.root / name).chmod(mode)
+        config = host.run / "sshd_config"
         config.write_text(
             f"ListenAddress {host.address}\nPort 22\nHostKey {key}\n"
-            f"PidFile {host.root / 'sshd.pid'}\n"
+            f"PidFile {host.run / 'sshd.pid'}\n"
             f"AuthorizedKeysFile {self.keys_dir / 'authorized_keys'}\n"
             "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
             "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
             "Subsystem sftp internal-sftp\nMaxStartups 100\nMaxSessions 100\n"
         )
-        # The shared folders are bound into the private /tmp first; --rbind carries them
-        # along when it covers /tmp (all inside this mount namespace, invisible outside).
+        # The node's disk first (its binds come from the controller's paths, which the
+        # covers that follow hide), then the covers: empty, read-only file systems.
         script = " && ".join(
             [
                 f"hostname {host.name}",
                 # best effort: without them only containers fail, not the node
                 *(f"({mount} 2>/dev/null || true)" for mount in cgroup_mounts()),
                 f"mount --bind {host.opt} /opt",
-                *binds,
-                f"mount --rbind {private_tmp} /tmp",
+                f"mount --bind {host.root / 'tmp'} /tmp",
+                f"mount --bind {host.root / 'root'} /root",
+                *(f"mount -t tmpfs -o ro,size=4k,mode=755 hidden {p}" for p in hidden_paths()),
                 f"exec /usr/sbin/sshd -D -e -f {config}",
             ]
         )
@@ -247,17 +271,14 @@ class NetnsCluster:
 
     @property
     def keys_dir(self) -> Path:
+        """The rehearsal's run folder, which every node sees at its path (its ``/etc``)."""
         return Path("/run/pocforge-rehearse") / self.tag
 
-    def _shared_under_tmp(self) -> list[Path]:
-        """The shared folders that lie under /tmp, outermost only."""
-        tmp = Path("/tmp").resolve()
-        wanted = [Path(p).resolve() for p in (self.shared or (self.workdir.parent,))]
-        # the workdir (sshd's files) and the kit (the CPU runtime's environments), which a
-        # clone under /tmp (a CI checkout) would otherwise hide from the nodes
-        wanted += [self.workdir.resolve(), kit_root().resolve()]
-        under = sorted({p for p in wanted if p.is_relative_to(tmp) and p != tmp})
-        return [p for p in under if not any(p != q and p.is_relative_to(q) for q in under)]
+    @property
+    def shared_dir(self) -> Path:
+        """The one folder every node shares, as a customer's nodes share an NFS mount (vLLM's
+        ExampleConnector passes the KV through it)."""
+        return self.keys_dir / "shared"
 
     def wait_ssh(self, host: Host, timeout: float = 15.0) -> None:
         deadline = time.monotonic() + timeout
@@ -277,7 +298,7 @@ class NetnsCluster:
         """A known-hosts file with every node's host key (``<address> <type> <key>``)."""
         lines = []
         for host in self.hosts:
-            kind, key = (host.root / "ssh_host_ed25519_key.pub").read_text().split()[:2]
+            kind, key = (host.run / "ssh_host_ed25519_key.pub").read_text().split()[:2]
             lines.append(f"{host.address} {kind} {key}\n")
         path.write_text("".join(lines))
         return path
@@ -287,7 +308,7 @@ class NetnsCluster:
         """Give ``host`` a new SSH host key (a reinstalled node, or a man in the middle)."""
         self.kill_sshd(host)
         for name in ("ssh_host_ed25519_key", "ssh_host_ed25519_key.pub"):
-            (host.root / name).unlink(missing_ok=True)
+            (host.run / name).unlink(missing_ok=True)
         self.start_sshd(host)
         self.wait_ssh(host)
 
@@ -380,12 +401,9 @@ class NetnsCluster:
 
 
 @contextlib.contextmanager
-def running_cluster(
-    folder: Path, count: int, shared: tuple[Path, ...] = ()
-) -> Iterator[NetnsCluster]:
-    """``count`` namespaced hosts for the block; always torn down, and checked to be gone.
-    ``shared``: folders under /tmp the nodes see at their paths (default: folder's parent)."""
-    made = NetnsCluster(folder, count=count, shared=shared)
+def running_cluster(folder: Path, count: int) -> Iterator[NetnsCluster]:
+    """``count`` namespaced hosts for the block; always torn down, and checked to be gone."""
+    made = NetnsCluster(folder, count=count)
     try:
         made.start()
         yield made

@@ -46,8 +46,16 @@ class SlurmCluster:
     _slurmd: dict[str, subprocess.Popen] = field(default_factory=dict)
 
     @property
+    def site(self) -> Path:
+        """The files every node's slurmd reads and writes (configuration, spool, state,
+        fake devices, hosts), where the nodes see them: a site's ``/etc/slurm`` and
+        ``/var/spool``, here in the rehearsal's run folder, not in ``workdir`` (the nodes see
+        nothing of this machine's disk); :meth:`close` keeps their logs in ``workdir``."""
+        return self.nodes.keys_dir / "slurm"
+
+    @property
     def conf(self) -> Path:
-        return self.workdir / "slurm.conf"
+        return self.site / "slurm.conf"
 
     @property
     def env(self) -> dict[str, str]:
@@ -55,16 +63,16 @@ class SlurmCluster:
 
     def _write(self) -> None:
         hosts = self.nodes.hosts
-        devices = self.workdir / "dev"
+        devices = self.site / "dev"
         devices.mkdir(parents=True, exist_ok=True)
         for index in range(GPUS):
             device = devices / f"nvidia{index}"
             if not device.exists():
                 os.mknod(device, 0o666 | 0o020000, os.makedev(195, index))
         for host in hosts:
-            (self.workdir / "spool" / host.name).mkdir(parents=True, exist_ok=True)
-        (self.workdir / "state").mkdir(exist_ok=True)
-        me, w = os.uname().nodename, self.workdir
+            (self.site / "spool" / host.name).mkdir(parents=True, exist_ok=True)
+        (self.site / "state").mkdir(exist_ok=True)
+        me, w = os.uname().nodename, self.site
         lines = [
             "ClusterName=pocforge",
             f"SlurmctldHost={me}({CONTROLLER_IP})",
@@ -141,7 +149,7 @@ class SlurmCluster:
         for host in self.nodes.hosts:
             # the nodes' names, for the node: bound once, in its sshd's mount namespace
             inside = ["nsenter", f"--target={host.sshd.pid}", "--mount"]
-            subprocess.run([*inside, "mount", "--bind", str(self.workdir / "hosts"), "/etc/hosts"],
+            subprocess.run([*inside, "mount", "--bind", str(self.site / "hosts"), "/etc/hosts"],
                            check=True, timeout=TIMEOUT_S)  # fmt: skip
             self.start_slurmd(host)
         self.wait_idle()
@@ -198,3 +206,5 @@ class SlurmCluster:
                     process.kill()
                     process.wait(timeout=5)
         self._started.clear()
+        for log in self.site.glob("*.log"):  # the daemons' own logs, kept with the rest
+            shutil.copy(log, self.workdir / log.name)

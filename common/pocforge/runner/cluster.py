@@ -34,11 +34,11 @@ from pocforge.cluster import expectations_from_spec, inventory_from_spec, run_pl
 from pocforge.cluster.driver import PLAYBOOKS
 from pocforge.cluster.ep_alltoall import ep_tests
 from pocforge.cluster.events import ClusterResult
+from pocforge.cluster.gloo_tools import gloo_tools
 from pocforge.cluster.known_hosts import known_hosts_path, policy_vars
 from pocforge.cluster.slurm_client import SlurmError, node_lost
 from pocforge.cluster.workload import adopt_training, check_plans, checker_folder, workload_vars
-from pocforge.frameworks.base import inventory_hosts, model_path
-from pocforge.frameworks.disagg import connector_of
+from pocforge.frameworks.base import controller_model, inventory_hosts
 from pocforge.frameworks.gpu_profiler import rocprof_point
 from pocforge.frameworks.patching.on_nodes import FOLDER as OVERLAY
 from pocforge.frameworks.patching.on_nodes import MAP_FILE
@@ -187,25 +187,10 @@ CPU_COLLECTIVES = {
 CPU_COLLECTIVES_PORT = "29510"
 
 
-def _gloo_tests(folder: Path) -> Path:
-    """``<op>_perf`` for each op: the kit's gloo benchmark behind nccl-tests' names."""
-    import sys
-
-    from pocforge.cluster.gloo_perf import OPS
-
-    folder.mkdir(parents=True, exist_ok=True)
-    for op in OPS:
-        tool = folder / f"{op}_perf"
-        tool.write_text(
-            f'#!/bin/sh\nexec {sys.executable} -m pocforge.cluster.gloo_perf {op} "$@"\n'
-        )
-        tool.chmod(0o755)
-    return folder
-
-
 def collectives_vars(spec: PocSpec, run, nodes: Nodes) -> dict:
     """collectives.yml's variables for ``spec``: on CPU nodes the kit's gloo benchmark
-    behind nccl-tests' names; on GPUs with expert parallelism, DeepEP's dispatch/combine
+    behind nccl-tests' names, written on each node in the POC's runtime
+    (:mod:`pocforge.cluster.gloo_tools`); on GPUs with expert parallelism, DeepEP's dispatch/combine
     tests at the model's shape (:func:`pocforge.cluster.ep_alltoall.ep_tests`)."""
     extravars = dict(nodes.extravars)
     tests = ep_tests(spec)
@@ -221,7 +206,7 @@ def collectives_vars(spec: PocSpec, run, nodes: Nodes) -> dict:
         }
         extravars = {
             **CPU_COLLECTIVES,
-            "collectives_bin_dir": str(_gloo_tests(run.path / "cluster" / "gloo-tests")),
+            "collectives_gloo_tools": gloo_tools(spec),
             **extravars,
             "collectives_env": env,
         }
@@ -285,7 +270,6 @@ def node_platform_env(spec: PocSpec, run, nodes: Nodes, deployment: str) -> dict
 
 def run_serving(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
     """Every node's rank up (serve.yml), the sweeps from here, then collect and teardown."""
-    spec = _shared_kv_in_run(spec, run)
     node_env = node_platform_env(spec, run, nodes, "serving")
     variables = {
         **workload_vars(spec, "serve", env=nodes.env, node_env=node_env),
@@ -313,7 +297,7 @@ def run_serving(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
                 raise NodeFailure(str(exc)) from None
             for workload in spec.serving.workloads:
                 say(f"serving: workload {workload.name}")
-                cfg = sweep_config(spec, workload, base, model_path(spec))
+                cfg = sweep_config(spec, workload, base, controller_model(spec))
                 hook: PointHook = ClockHook(run, nodes, say)
                 if workload.profile:
                     profile = NodeProfileHook(
@@ -368,7 +352,6 @@ def run_parity(spec: PocSpec, run, nodes: Nodes, say: Say) -> None:
     own kernels) started there as the serving stage's deployment was, the parity prompts
     asked from here, compared with the POC's answers (the serving stage's); every baseline
     collected and torn down, also after a failure."""
-    spec = _shared_kv_in_run(spec, run)
     node_env = node_platform_env(spec, run, nodes, "serving")
 
     @contextlib.contextmanager
@@ -407,25 +390,6 @@ def _record_patches(run, plans: dict[str, list[dict]]) -> None:
                 }
     if ran:
         run.write_json("cluster/patches.serving.json", ran)
-
-
-def _shared_kv_in_run(spec: PocSpec, run) -> PocSpec:
-    """vLLM's ExampleConnector (cpu clusters only: the rehearsal) passes the KV through a
-    folder both pools see: the run's, which the rehearsal's nodes share with this machine
-    (their own /tmp is private)."""
-    disagg = spec.serving.disaggregation
-    if (
-        disagg is None
-        or spec.serving.framework != "vllm"
-        or connector_of(spec) != "ExampleConnector"
-    ):
-        return spec
-    folder = run.path / "serving" / "kv-shared"
-    folder.mkdir(parents=True, exist_ok=True)
-    changed = disagg.model_copy(update={"shared_storage_path": str(folder)})
-    return spec.model_copy(
-        update={"serving": spec.serving.model_copy(update={"disaggregation": changed})}
-    )
 
 
 def teardown_leftovers(run, nodes: Nodes, say: Say) -> None:

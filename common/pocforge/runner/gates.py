@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from pocforge import atomic
-from pocforge.frameworks.base import model_path
+from pocforge.frameworks.base import controller_model
 from pocforge.quality.accuracy import AccuracyError, run_task
 from pocforge.quality.completions import Completion, CompletionError
 from pocforge.quality.parity import bisect, bounds, collect, compare, meets
@@ -63,7 +63,7 @@ def accuracy_tasks(spec: PocSpec, base_url: str, stage_dir: Path, say: Say) -> N
         say(f"serving: accuracy task {task.name} (lm-eval {task.task or task.name})")
         try:
             result = run_task(
-                task, base_url, served_model(spec), model_path(spec), out, spec.source_dir
+                task, base_url, served_model(spec), controller_model(spec), out, spec.source_dir
             )
         except AccuracyError as exc:
             out.mkdir(parents=True, exist_ok=True)

@@ -24,10 +24,13 @@ class TinyModel(Strict):
     seed: int = Field(0, ge=0, description="Seed for weights and tokenizer: same seed, same bytes.")
 
 
+CONTROLLER = "controller:"
+
+
 class WeightsStaging(Strict):
     source: str = Field(
         min_length=1,
-        description="Where the weights are: a path every node sees (NFS, Lustre), `s3://bucket/prefix` or `hf://org/name` (a mirror).",
+        description="Where the weights are: a path every node sees (NFS, Lustre), `s3://bucket/prefix`, `hf://org/name` (a mirror), or `controller:<folder>`, a folder on the machine that runs the kit (relative: to the POC folder) copied to each node over its connection (small models; nodes without shared storage, as a rehearsal's).",
     )
     dest: str = Field(
         "/opt/pocforge/models/model",

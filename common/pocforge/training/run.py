@@ -9,21 +9,21 @@ from pathlib import Path
 from pocforge import atomic
 from pocforge.frameworks import ADAPTERS, LaunchContext, gpu_profiler
 from pocforge.frameworks.base import prepare_model
-from pocforge.frameworks.deepspeed import EXTENSIONS_DIR
 from pocforge.frameworks.launch_plan import NodeLaunch
 from pocforge.frameworks.node_launcher import in_start_order, nsys_reports_summed
 from pocforge.frameworks.process import LaunchError, ManagedProcess
 from pocforge.frameworks.startup import training_timeout_s
+from pocforge.paths import extensions_dir
 from pocforge.spec import PocSpec
 from pocforge.training.launcher_report import parse_launcher_report
 from pocforge.training.summary import TrainingSummary
 
 
-def clear_stale_locks(extensions_dir: Path) -> list[Path]:
+def clear_stale_locks(folder: Path) -> list[Path]:
     """Remove ``lock`` files a killed C++ extension build left behind (later builds would
     wait on them forever). Only call when no build is running."""
     removed = []
-    for lock in extensions_dir.glob("*/lock"):
+    for lock in folder.glob("*/lock"):
         with contextlib.suppress(OSError):
             lock.unlink()
             removed.append(lock)
@@ -45,7 +45,7 @@ def run_training(
     prepare_model(spec)
     framework = spec.training.framework
     if framework == "deepspeed":
-        clear_stale_locks(EXTENSIONS_DIR)
+        clear_stale_locks(Path(extensions_dir(ctx.python)))
     launches = ADAPTERS[framework].plan(spec, ctx, out_dir=out_dir)
     launches = gpu_profiler.under_profiler(spec, "training", launches, out_dir=out_dir)
     rank = ctx.node_rank if ctx.node_rank is not None else 0
