@@ -69,9 +69,9 @@ poc: ## Run a POC end to end (on its nodes when it has hosts or an inventory, el
 
 rehearse: ## Run a cluster POC against namespaced nodes made on this machine (root): make rehearse POC=tiny-llama-2node-fp32-cpu-vllm [RUNTIME=container] [SCHEDULER=slurm]
 	$(need_poc)
-	$(BIN)/pocforge rehearse $(POC) --runtime $(or $(RUNTIME),kit) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
+	$(BIN)/pocforge rehearse $(POC) --runtime $(or $(RUNTIME),venv) $(if $(SCHEDULER),--scheduler $(SCHEDULER))
 
-rehearsal-image: ## The local podman image a container rehearsal runs (built from this machine, nothing pulled)
+rehearsal-image: ## The CPU nodes' environment (a venv archive) and image a rehearsal's nodes run, built here once per machine from Debian's and PyPI's packages
 	$(BIN)/python -m pocforge.rehearse.image
 
 bench: bench-client bench-kernels bench-report bench-plan bench-telemetry bench-profiler ## Every benchmark (printed tables, ratios against peers in the same run)

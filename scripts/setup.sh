@@ -36,7 +36,7 @@ stamp_ok() { [ -f "$1" ] && [ "$(cat "$1")" = "$2" ]; }
 digest() { cat "$@" | sha256sum | cut -c1-16; }
 
 # 1. Debian packages ---------------------------------------------------------------------
-APT_PACKAGES=(openssh-server iproute2 chromium fonts-noto-cjk numactl patch openmpi-bin sudo podman runc busybox-static slurmctld slurmd slurm-client munge)
+APT_PACKAGES=(openssh-server iproute2 chromium fonts-noto-cjk numactl patch openmpi-bin sudo podman runc busybox-static mmdebstrap slurmctld slurmd slurm-client munge)
 debian_packages() {
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     missing=()
@@ -125,4 +125,14 @@ for step in "${STEPS[@]}"; do
 done
 LOG=$MAIN_LOG
 [ $status = 0 ] || exit 1
+
+# 4. What a rehearsal's CPU nodes run (after .venv: it builds them) ------------------------
+# The CPU nodes' environment (a venv made with Debian's python3 at its node path, packed as
+# an archive bring-up unpacks) and their image (a Debian root file system with it), once
+# per machine, so the suite's rehearsals do not pay for them (pocforge.rehearse.node_env,
+# pocforge.rehearse.image).
+if [ "$(id -u)" = 0 ] && command -v podman >/dev/null && command -v mmdebstrap >/dev/null; then
+  say "the CPU nodes' environment and image for rehearsals (once per machine; about 4 min)"
+  quiet .venv/bin/python -m pocforge.rehearse.image
+fi
 say "done: .venv (the kit) and .venv-sglang (SGLang); pip's output is in $LOG. Next: make demo, make test"

@@ -4,6 +4,7 @@ is not the kit's."""
 
 from __future__ import annotations
 
+import shutil
 import zipfile
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from pocforge.frameworks import LaunchContext
 from pocforge.runtimes import RuntimeSpecError, plan_nodes
 from pocforge.runtimes.provision import bringup_vars, kit_wheels, needs_kit_wheels
+from pocforge.runtimes.resolve import resolve
 from pocforge.spec import load_spec
 
 from ..conftest import REPO
@@ -41,7 +43,52 @@ def test_a_customers_interpreter_is_not_rebuilt_only_given_the_kit():
         "python": "/shared/conda/envs/ds/bin/python",
         "create": False,
         "requirements": [],
+        "archive": None,
+        "archive_key": None,
     }
+
+
+def test_a_shipped_environment_is_unpacked_not_built_and_both_deployments_share_it(tmp_path):
+    """runtime.venv_archive (a CPU node's, or nodes that reach no index): bring-up unpacks it
+    where ``python`` says, once for serving and training; which archive, by size and time."""
+    poc = tmp_path / "tiny-llama-2node-fp32-cpu-vllm"
+    shutil.copytree(POCS / poc.name, poc)
+    (poc / "env.tar.zst").write_bytes(b"x" * 10)
+    spec = load_spec(poc / "poc.yaml")
+    python = "/opt/pocforge/venvs/cpu/bin/python"
+    for section in (spec.serving, spec.training):
+        section.runtime = section.runtime.model_copy(
+            update={"kind": "venv", "python": python, "venv_archive": "env.tar.zst"}
+        )
+    (venv,) = bringup_vars(spec)["python_env_venvs"]
+    archive = poc / "env.tar.zst"
+    assert venv == {
+        "name": "vllm",
+        "python": python,
+        "create": True,
+        "requirements": [],
+        "archive": str(archive.resolve()),
+        "archive_key": f"10-{archive.stat().st_mtime_ns}",
+    }
+
+
+@pytest.mark.parametrize(
+    ("update", "field", "fix"),
+    [
+        (
+            {"venv_archive": "env.tar.zst"},
+            "serving.runtime.venv_archive",
+            "set serving.runtime.kind: venv",
+        ),
+        ({"kind": "venv"}, "serving.runtime.python", "ship one with serving.runtime.venv_archive"),
+    ],
+)
+def test_a_cpu_venv_needs_an_archive_or_an_interpreter(update, field, fix):
+    spec = load_spec(POCS / "tiny-llama-2node-fp32-cpu-vllm" / "poc.yaml")
+    spec.serving.runtime = spec.serving.runtime.model_copy(update=update)
+    with pytest.raises(RuntimeSpecError) as raised:
+        resolve(spec, "serving")
+    assert str(raised.value).startswith(f"{field}:") and fix in str(raised.value)
 
 
 def test_vllm_on_mi300x_pulls_its_rocm_image():

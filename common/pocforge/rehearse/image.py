@@ -33,7 +33,7 @@ from pathlib import Path
 from pocforge.paths import workspace_root
 from pocforge.rehearse import node_env
 
-TAG = "localhost/pocforge-cpu:1"
+TAG = "localhost/pocforge-bare:1"
 PODMAN_CONF = """\
 # Written by pocforge (rehearse/image.py): podman on a sandboxed CPU machine.
 [containers]

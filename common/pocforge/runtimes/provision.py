@@ -14,9 +14,10 @@
 - every GPU profiler a deployment runs under (``profile.tool``: nsys, rocprofv3), looked
   for where its launches run it, before any launch (the ``profiler_tools`` role).
 
-The kit runtime (``cluster.gpu: cpu``) needs nothing on the nodes: its launches name this
-machine's environments, so the nodes must see this checkout at the same path (the
-rehearsal's nodes do).
+The kit runtime (``cluster.gpu: cpu``, no ``runtime``) needs nothing on the nodes: its
+launches name this machine's environments, for a POC run on this machine. CPU nodes (a
+rehearsal's) take a venv runtime from an archive (``runtime.venv_archive``) or a container
+runtime, as GPU nodes do.
 """
 
 from __future__ import annotations
