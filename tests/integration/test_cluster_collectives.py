@@ -62,9 +62,12 @@ MI300X = ClusterExpectations(
 
 def scripted_tests(opt: Path, outputs: dict[str, tuple[str, str]]) -> None:
     """``<op>_perf`` that log their rank and arguments, and print a saved output: rank 0
-    only, like the real tests (under mpirun the other ranks print nothing)."""
+    only, like the real tests (under mpirun the other ranks print nothing). The outputs are
+    copied beside them: a node sees nothing of this checkout."""
     folder = opt / "rccl-tests" / "build"
     folder.mkdir(parents=True, exist_ok=True)
+    for name in {name for pair in outputs.values() for name in pair}:
+        shutil.copy(DATA / name, folder / name)
     for op, (intra, inter) in outputs.items():
         tool = folder / f"{op}_perf"
         tool.write_text(
@@ -73,8 +76,8 @@ def scripted_tests(opt: Path, outputs: dict[str, tuple[str, str]]) -> None:
             echo "rank=${{OMPI_COMM_WORLD_RANK:-none}} size=${{OMPI_COMM_WORLD_SIZE:-none}} $*" \\
                 >> {BIN}/calls.log
             [ "${{OMPI_COMM_WORLD_RANK:-0}}" = 0 ] || exit 0
-            if [ -n "$OMPI_COMM_WORLD_SIZE" ]; then exec cat {DATA / inter}; fi
-            exec cat {DATA / intra}
+            if [ -n "$OMPI_COMM_WORLD_SIZE" ]; then exec cat {BIN}/{inter}; fi
+            exec cat {BIN}/{intra}
             """)
         )
         tool.chmod(tool.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)

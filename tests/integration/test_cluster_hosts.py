@@ -134,7 +134,7 @@ def brought_up(cluster, inventory, tmp_path_factory):
     framework venv and weights to stage; with podman, an image to load from its archive (its
     id pinned the second time) and a profiler (nsys) to find in an image. The hosts are left
     without a GPU, as the other tests expect them."""
-    from pocforge.rehearse.image import engine_env
+    from pocforge.rehearse.image import podman_conf
 
     folder = tmp_path_factory.mktemp("bringup")
     images = _images(cluster, folder) if shutil.which("podman") else None
@@ -144,9 +144,8 @@ def brought_up(cluster, inventory, tmp_path_factory):
             extra["container_image_images"] = [
                 {"engine": "podman", "image": images["archived"], "archive": str(images["archive"])}
             ]
-            extra["profiler_tools_env"] = {
-                "CONTAINERS_CONF": engine_env("podman")["CONTAINERS_CONF"]
-            }
+            # this machine's podman settings where the nodes see them (a site's /etc)
+            extra["profiler_tools_env"] = {"CONTAINERS_CONF": str(podman_conf(cluster.keys_dir))}
             extra["profiler_tools_checks"] = [_nsys_check(images["with_nsys"])]
         for host in cluster.hosts:
             fake_amd_smi(host.opt, 8)
@@ -275,13 +274,13 @@ def test_bringup_builds_a_framework_venv_with_the_kits_wheels_without_an_index(b
 
 
 def test_bringup_looks_for_each_gpu_profiler_where_its_launches_run_it(
-    brought_up, inventory, tmp_path
+    cluster, brought_up, inventory, tmp_path
 ):
     """A profiled POC's tool, looked for before any launch: nsys in the runtime's image (an
     image with it passes and its version is kept; the bare one fails every node, naming the
     image and the spec field), and on the nodes' PATH (where none has it: each node fails,
     saying what to install). Before the tests below, which take hosts away."""
-    from pocforge.rehearse.image import engine_env
+    from pocforge.rehearse.image import podman_conf
 
     images = _needs_podman(brought_up)
     for host in brought_up["up"].hosts.values():
@@ -297,7 +296,7 @@ def test_bringup_looks_for_each_gpu_profiler_where_its_launches_run_it(
         inventory,
         tmp_path,
         extravars={
-            "profiler_tools_env": {"CONTAINERS_CONF": engine_env("podman")["CONTAINERS_CONF"]},
+            "profiler_tools_env": {"CONTAINERS_CONF": str(podman_conf(cluster.keys_dir))},
             "profiler_tools_checks": [
                 _nsys_check(images["bare"]),
                 _nsys_check(None),

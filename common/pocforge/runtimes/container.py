@@ -91,7 +91,9 @@ def wrap(
     # The training driver is the kit's (pocforge.training.driver); the kernels are the
     # kernels distribution's. Both from the mounted wheels, without an index.
     # So is the disaggregated deployment's router (pocforge.frameworks.pd_router).
-    whole_kit = launch.deployment == "training" or launch.role == "router"
+    # So is any launch that runs a kit module (a CPU vLLM's pocforge.frameworks.vllm_serve).
+    runs_kit = any(arg.startswith("pocforge.") for arg in launch.argv)
+    whole_kit = launch.deployment == "training" or launch.role == "router" or runs_kit
     kit = ["pocforge", "pocforge-kernels"] if whole_kit else []
     kit = kit or (["pocforge-kernels"] if kernels else [])
     command = launch.argv
