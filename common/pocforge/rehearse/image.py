@@ -126,11 +126,14 @@ def _codename() -> str:
     raise ImageError("/etc/os-release names no VERSION_CODENAME (a Debian machine is needed)")
 
 
+def _node_os_path() -> Path:
+    packages = hashlib.sha256(" ".join(OS_PACKAGES).encode()).hexdigest()[:8]
+    return workspace_root() / ".artifacts" / "node-os" / f"debian-{_codename()}-{packages}.tar"
+
+
 def node_os() -> Path:
     """The CPU nodes' OS as a root file system tar, made once per machine with mmdebstrap."""
-    codename = _codename()
-    packages = hashlib.sha256(" ".join(OS_PACKAGES).encode()).hexdigest()[:8]
-    path = workspace_root() / ".artifacts" / "node-os" / f"debian-{codename}-{packages}.tar"
+    path = _node_os_path()
     if path.is_file():
         return path
     if shutil.which("mmdebstrap") is None:
@@ -143,7 +146,7 @@ def node_os() -> Path:
             "--quiet",
             "--variant=minbase",
             f"--include={','.join(OS_PACKAGES)}",
-            codename,
+            _codename(),
             str(partial),
         ],  # fmt: skip
         capture_output=True,
@@ -157,29 +160,35 @@ def node_os() -> Path:
 
 def cpu_image(engine: str = "podman") -> str:
     """The CPU nodes' frameworks image in ``engine``, built here unless it is there; its
-    tag. Raises ImageError (or NodeEnvError) naming what failed."""
+    tag (a digest of what it is made from). Raises ImageError (or NodeEnvError)."""
     if shutil.which(engine) is None:
         raise ImageError(f"{engine} is not installed (apt-get install podman runc)")
     archive = node_env.build()
-    codename = _codename()
-    made_from = f"{codename} {' '.join(OS_PACKAGES)} {archive.parent.name}"
+    base = f"localhost/pocforge-node-os:{_node_os_path().stem.removeprefix('debian-')}"
+    venv = node_env.NODE_VENV
+    # the environment first on PATH, as a framework image has its own (vLLM's /opt/venv):
+    # DeepSpeed looks for ninja there before it loads an op
+    containerfile = (
+        f"FROM {base}\n"
+        f"ADD {archive.name} {venv}/\n"  # unpacked as bring-up does on a venv node
+        f"ENV VIRTUAL_ENV={venv} "
+        f"PATH={venv}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\n"
+    )
+    made_from = f"{containerfile}{archive.parent.name}"
     tag = f"{CPU_TAG}:{hashlib.sha256(made_from.encode()).hexdigest()[:16]}"
     env = engine_env(engine)
-    if (
-        subprocess.run([engine, "image", "exists", tag], capture_output=True, env=env).returncode
-        == 0
-    ):
+    exists = subprocess.run([engine, "image", "exists", tag], capture_output=True, env=env)
+    if exists.returncode == 0:
         return tag
-    rootfs = node_os()
-    base = f"localhost/pocforge-node-os:{rootfs.stem.removeprefix('debian-')}"
     steps = [
-        [engine, "import", "--quiet", str(rootfs), base],
-        # ADD unpacks the archive as bring-up does on a venv node: no container runs
-        [engine, "build", "--quiet", "--tag", tag, "--file", "-", str(archive.parent)],
+        ([engine, "import", "--quiet", str(node_os()), base], None),
+        # no RUN: no container runs to build it
+        (
+            [engine, "build", "--quiet", "--tag", tag, "--file", "-", str(archive.parent)],
+            containerfile,
+        ),
     ]
-    containerfile = f"FROM {base}\nADD {archive.name} {node_env.NODE_VENV}/\n"
-    for argv in steps:
-        stdin = containerfile if "build" in argv else None
+    for argv, stdin in steps:
         done = subprocess.run(argv, input=stdin, capture_output=True, text=True, env=env)
         if done.returncode != 0:
             raise ImageError(f"{' '.join(argv[:2])} failed: {done.stderr[-400:].strip()}")
