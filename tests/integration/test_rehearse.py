@@ -304,8 +304,10 @@ def test_the_nodes_see_nothing_of_this_machine_and_ran_what_bring_up_put_there(r
         assert launches, host.name
         for launch in launches:
             said = " ".join([*launch["argv"], *launch["env"].values()])
-            for leak in (str(REPO), sys.prefix, sys.base_prefix, "127.0.0.1", "localhost"):
+            # (an image of the local registry is named localhost/…: not an address)
+            for leak in (str(REPO), sys.prefix, sys.base_prefix, "127.0.0.1", "://localhost"):
                 assert leak not in said, (host.name, leak, said)
+            assert "localhost" not in launch["argv"], (host.name, said)
         assert any("/opt/pocforge/venvs/cpu/bin/python" in one["argv"] for one in launches)
 
 

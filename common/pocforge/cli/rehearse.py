@@ -1,10 +1,13 @@
 """``pocforge rehearse POC [--nodes N]``: the whole cluster POC against N nodes made here.
 
-Each node is a network namespace with its own sshd, hostname and private ``/opt``
+Each node is a network namespace with its own sshd, hostname and disk (``/opt``, ``/tmp``,
+``/root``), which sees nothing of this machine's checkout, workspace or Python
 (:mod:`pocforge.rehearse.nodes`), reached over a bridge on 198.51.100.0/24. The POC runs
 as ``pocforge run`` runs it on a real cluster (bring-up, preflight, the deployment through
-the kit's launcher on every node, the benchmark from here, collect, teardown, report), with
-the CPU runtime; the nodes are torn down afterwards, also on failure or Ctrl-C. A POC
+the kit's launcher on every node, the benchmark from here, collect, teardown, report), its
+framework brought to the nodes as to GPU nodes: the CPU nodes' environment unpacked by
+bring-up (``--runtime venv``) or their image (``--runtime container``), its model staged
+from here; the nodes are torn down afterwards, also on failure or Ctrl-C. A POC
 engineer rehearses the playbooks here before touching the customer's cluster.
 """
 
