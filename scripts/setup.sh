@@ -132,7 +132,7 @@ LOG=$MAIN_LOG
 # per machine, so the suite's rehearsals do not pay for them (pocforge.rehearse.node_env,
 # pocforge.rehearse.image).
 if [ "$(id -u)" = 0 ] && command -v podman >/dev/null && command -v mmdebstrap >/dev/null; then
-  say "the CPU nodes' environment and image for rehearsals (once per machine; about 4 min)"
+  say "the CPU nodes' environment and image for rehearsals (once per machine; minutes)"
   quiet .venv/bin/python -m pocforge.rehearse.image
 fi
 say "done: .venv (the kit) and .venv-sglang (SGLang); pip's output is in $LOG. Next: make demo, make test"

@@ -145,7 +145,7 @@ def brought_up(cluster, inventory, tmp_path_factory):
                 {"engine": "podman", "image": images["archived"], "archive": str(images["archive"])}
             ]
             # this machine's podman settings where the nodes see them (a site's /etc)
-            extra["profiler_tools_env"] = {"CONTAINERS_CONF": str(podman_conf(cluster.keys_dir))}
+            extra["profiler_tools_env"] = {"CONTAINERS_CONF": str(podman_conf(cluster.site_dir))}
             extra["profiler_tools_checks"] = [_nsys_check(images["with_nsys"])]
         for host in cluster.hosts:
             fake_amd_smi(host.opt, 8)
@@ -193,11 +193,7 @@ def test_bringup_and_preflight_report_each_hosts_own_facts(brought_up):
 
 
 def _ssh(cluster, host, command: str) -> str:
-    argv = ["ssh", "-i", str(cluster.key), "-o", "StrictHostKeyChecking=no"]
-    argv += ["-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"]
-    done = subprocess.run(
-        [*argv, f"root@{host.address}", command], capture_output=True, text=True, timeout=30
-    )
+    done = cluster.ssh(host, command)
     assert done.returncode == 0, done.stderr
     return done.stdout
 
@@ -218,7 +214,7 @@ def test_each_host_has_a_private_tmp_and_sees_nothing_of_this_machine(cluster):
         assert path.exists()  # on the controller
     probe = "; ".join(f"test -e {shlex.quote(str(p))} && echo {shlex.quote(str(p))}" for p in here)
     assert _ssh(cluster, h2, f"{probe}; true").split() == []
-    keys = cluster.keys_dir / "authorized_keys"
+    keys = cluster.site_dir / "authorized_keys"
     assert _ssh(cluster, h2, f"cat {keys}") == keys.read_text()
 
 
@@ -296,7 +292,7 @@ def test_bringup_looks_for_each_gpu_profiler_where_its_launches_run_it(
         inventory,
         tmp_path,
         extravars={
-            "profiler_tools_env": {"CONTAINERS_CONF": str(podman_conf(cluster.keys_dir))},
+            "profiler_tools_env": {"CONTAINERS_CONF": str(podman_conf(cluster.site_dir))},
             "profiler_tools_checks": [
                 _nsys_check(images["bare"]),
                 _nsys_check(None),

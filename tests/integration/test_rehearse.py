@@ -283,18 +283,13 @@ def test_the_nodes_see_nothing_of_this_machine_and_ran_what_bring_up_put_there(r
     """From inside each node (over its sshd): this checkout, the kit's .venv and the Python
     behind it do not exist; every launch the nodes ran names none of them, nor loopback: the
     framework came from /opt/pocforge (the CPU nodes' environment, or their image)."""
-    import subprocess
     import sys
 
     made = rehearsal["made"]
     here = [REPO, REPO / ".venv", Path(sys.prefix), Path(sys.base_prefix)]
     probe = "; ".join(f"test -e '{p}' && echo '{p}'" for p in here) + "; true"
-    ssh = ["ssh", "-i", str(made.key), "-o", "StrictHostKeyChecking=no"]
-    ssh += ["-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"]
     for host in made.hosts:
-        done = subprocess.run(
-            [*ssh, f"root@{host.address}", probe], capture_output=True, text=True, timeout=30
-        )
+        done = made.ssh(host, probe)
         assert done.returncode == 0 and done.stdout.split() == [], (host.name, done)
         launches = [
             launch

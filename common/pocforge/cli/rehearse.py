@@ -91,12 +91,13 @@ def rehearsal_spec(
         ),
     }
     included = load_spec(source)
-    if included.model.weights is None and Path(model_path(included)).is_absolute():
+    model = Path(model_path(included))
+    if included.model.weights is None and model.is_absolute():
         # a model folder here: staged to every node (they see nothing of this machine)
         variant["model"] = {
             "weights": {
-                "source": CONTROLLER + model_path(included),
-                "dest": f"/opt/pocforge/models/{Path(model_path(included)).name}",
+                "source": f"{CONTROLLER}{model}",
+                "dest": f"/opt/pocforge/models/{model.name}",
             }
         }
     if runtime is not None:
@@ -207,7 +208,7 @@ def rehearsal_target(
 
         # for the podman client the nodes' process manager starts (not the container's env):
         # this machine's engine settings, where the nodes see them (a site's /etc)
-        conf = podman_conf(made.keys_dir)
+        conf = podman_conf(made.site_dir)
         extravars["workload_env"] = {"CONTAINERS_CONF": str(conf)}
         # and for the collectives' ranks, each a container too (mpirun passes it on)
         extravars["collectives_env"]["CONTAINERS_CONF"] = str(conf)

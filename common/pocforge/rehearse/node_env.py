@@ -90,7 +90,7 @@ def _build_script(stage: Path) -> str:
     )
 
 
-def build(log=print) -> Path:
+def build() -> Path:
     """The archive of the node environment, built here unless it is there; its path."""
     archive = archive_path()
     if archive.is_file():
@@ -101,7 +101,7 @@ def build(log=print) -> Path:
     stage = folder / "stage"
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir(parents=True)
-    log(f"building the CPU nodes' environment at {NODE_VENV} (once per machine; minutes)")
+    print(f"building the CPU nodes' environment at {NODE_VENV} (once per machine; minutes)")
     done = subprocess.run(
         ["unshare", "--mount", "--propagation", "private", "sh", "-ec", _build_script(stage)],
         capture_output=True,
@@ -110,19 +110,18 @@ def build(log=print) -> Path:
     if done.returncode != 0:
         raise NodeEnvError(f"node environment: {(done.stderr or done.stdout)[-600:].strip()}")
     partial = archive.with_name(archive.name + ".partial")
-    # zstd: a third of the size (3.3 GiB -> 0.9 GiB) for 10 s here, once; GNU tar on the
-    # node recognises it
+    # zstd: a quarter of the size (3.3 GiB -> 0.85 GiB) for 10 s here, once; GNU tar on
+    # the node recognises it
     subprocess.run(
         ["tar", "-C", str(stage), "-I", "zstd -q -T0 -3", "-cf", str(partial), "."], check=True
     )
     partial.rename(archive)
     shutil.rmtree(stage, ignore_errors=True)
-    (folder / "made-from.txt").write_text(f"{NODE_PYTHON}\n{REQUIREMENTS}\n{NO_DEPS}\n")
     return archive
 
 
 def main() -> int:
-    """``python -m pocforge.rehearse.node_env`` (``make node-env``)."""
+    """``python -m pocforge.rehearse.node_env`` (``make rehearsal-image`` builds it too)."""
     try:
         path = build()
     except NodeEnvError as exc:

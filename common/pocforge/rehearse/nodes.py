@@ -15,8 +15,9 @@ the kit's ``.venv`` are covered by empty read-only file systems (:func:`hidden_p
 checkout's parent, so its path does not exist there),
 nothing of the controller's ``/tmp`` or ``/root`` is there, and what a launch runs came
 through bring-up under ``/opt/pocforge``. The rehearsal's own files a node needs (sshd's
-configuration and keys, the nodes' SSH key, a Slurm site's files) are in a run folder,
-``/run/pocforge-rehearse/<tag>``, as a site's ``/etc`` holds them. Traffic goes only to these
+configuration and keys, the nodes' SSH key, a Slurm site's files) are in a site folder,
+``/run/pocforge-rehearse/<tag>`` (:attr:`NetnsCluster.site_dir`), as a site's ``/etc`` holds
+them. Traffic goes only to these
 namespaces. ``close()`` kills every process inside them by pid, deletes the namespaces and
 the controller veth; it is safe to call twice and runs from a finalizer.
 """
@@ -86,11 +87,7 @@ def hidden_paths() -> list[Path]:
     folders = [Path(p).resolve().parent for p in (kit_root(), workspace_root())]
     wanted = {p for p in folders if p != Path("/")}
     wanted |= {Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()} - set(_OS_PREFIXES)
-    wanted = {
-        p
-        for p in wanted
-        if p.exists() and p not in own and not any(p.is_relative_to(o) for o in own)
-    }
+    wanted = {p for p in wanted if p.exists() and not any(p.is_relative_to(o) for o in own)}
     return sorted(p for p in wanted if not any(p != q and p.is_relative_to(q) for q in wanted))
 
 
@@ -144,10 +141,10 @@ class NetnsCluster:
         for old in self.workdir.glob("h*/"):  # a previous rehearsal's nodes' folders
             shutil.rmtree(old, ignore_errors=True)
         # the nodes' SSH key: the controller logs in with it, and a node reaches another
-        # with it (mpirun), so it is in the run folder the nodes see
-        shutil.rmtree(self.keys_dir, ignore_errors=True)
-        self.keys_dir.mkdir(parents=True, mode=0o755)
-        self.key = self.keys_dir / "id_ed25519"
+        # with it (mpirun), so it is in the site folder the nodes see
+        shutil.rmtree(self.site_dir, ignore_errors=True)
+        self.site_dir.mkdir(parents=True, mode=0o755)
+        self.key = self.site_dir / "id_ed25519"
         self.shared_dir.mkdir(mode=0o1777)
         self.shared_dir.chmod(0o1777)
         subprocess.run(
@@ -167,8 +164,8 @@ class NetnsCluster:
         )
         # sshd reads a user's keys as that user: a file any account can read, so a non-root
         # user logs in too.
-        (self.keys_dir / "authorized_keys").write_text(self.key.with_suffix(".pub").read_text())
-        (self.keys_dir / "authorized_keys").chmod(0o644)
+        (self.site_dir / "authorized_keys").write_text(self.key.with_suffix(".pub").read_text())
+        (self.site_dir / "authorized_keys").chmod(0o644)
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation dir
 
         bridge_ns = f"{self.tag}br"
@@ -188,7 +185,7 @@ class NetnsCluster:
                 netns=f"{self.tag}h{n}",
                 address=f"{SUBNET}.{10 + n}",
                 root=self.workdir / f"h{n}",
-                run=self.keys_dir / f"h{n}",
+                run=self.site_dir / f"h{n}",
             )
             host.opt.mkdir(parents=True)
             host.run.mkdir()
@@ -230,7 +227,7 @@ class NetnsCluster:
         config.write_text(
             f"ListenAddress {host.address}\nPort 22\nHostKey {key}\n"
             f"PidFile {host.run / 'sshd.pid'}\n"
-            f"AuthorizedKeysFile {self.keys_dir / 'authorized_keys'}\n"
+            f"AuthorizedKeysFile {self.site_dir / 'authorized_keys'}\n"
             "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
             "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
             "Subsystem sftp internal-sftp\nMaxStartups 100\nMaxSessions 100\n"
@@ -270,15 +267,15 @@ class NetnsCluster:
         )
 
     @property
-    def keys_dir(self) -> Path:
-        """The rehearsal's run folder, which every node sees at its path (its ``/etc``)."""
+    def site_dir(self) -> Path:
+        """The rehearsal's site folder, which every node sees at its path (a site's ``/etc``)."""
         return Path("/run/pocforge-rehearse") / self.tag
 
     @property
     def shared_dir(self) -> Path:
         """The one folder every node shares, as a customer's nodes share an NFS mount (vLLM's
         ExampleConnector passes the KV through it)."""
-        return self.keys_dir / "shared"
+        return self.site_dir / "shared"
 
     def wait_ssh(self, host: Host, timeout: float = 15.0) -> None:
         deadline = time.monotonic() + timeout
@@ -293,6 +290,14 @@ class NetnsCluster:
             except OSError:
                 time.sleep(0.1)
         raise TimeoutError(f"sshd on {host.name} ({host.address}) did not answer")
+
+    def ssh(self, host: Host, command: str) -> subprocess.CompletedProcess:
+        """``command`` run on ``host`` as root over its sshd (what the node itself sees)."""
+        argv = ["ssh", "-i", str(self.key), "-o", "StrictHostKeyChecking=no"]
+        argv += ["-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR"]
+        return subprocess.run(
+            [*argv, f"root@{host.address}", command], capture_output=True, text=True, timeout=30
+        )
 
     def known_hosts(self, path: Path) -> Path:
         """A known-hosts file with every node's host key (``<address> <type> <key>``)."""
@@ -380,7 +385,7 @@ class NetnsCluster:
                 _ip("link", "del", link, check=False)
             self._made_netns.clear()
             self._made_links.clear()
-            shutil.rmtree(self.keys_dir, ignore_errors=True)
+            shutil.rmtree(self.site_dir, ignore_errors=True)
         finally:
             if self._lock is not None:
                 fcntl.flock(self._lock, fcntl.LOCK_UN)

@@ -49,9 +49,9 @@ class SlurmCluster:
     def site(self) -> Path:
         """The files every node's slurmd reads and writes (configuration, spool, state,
         fake devices, hosts), where the nodes see them: a site's ``/etc/slurm`` and
-        ``/var/spool``, here in the rehearsal's run folder, not in ``workdir`` (the nodes see
+        ``/var/spool``, here in the rehearsal's site folder, not in ``workdir`` (the nodes see
         nothing of this machine's disk); :meth:`close` keeps their logs in ``workdir``."""
-        return self.nodes.keys_dir / "slurm"
+        return self.nodes.site_dir / "slurm"
 
     @property
     def conf(self) -> Path:

@@ -88,12 +88,12 @@ def wrap(
         argv += ["--env", f"{key}={env[key]}"]
     for secret in launch.secrets:  # no value: the engine copies it from its own environment
         argv += ["--env", secret]
-    # The training driver is the kit's (pocforge.training.driver); the kernels are the
-    # kernels distribution's. Both from the mounted wheels, without an index.
-    # So is the disaggregated deployment's router (pocforge.frameworks.pd_router).
-    # So is any launch that runs a kit module (a CPU vLLM's pocforge.frameworks.vllm_serve).
+    # A training launch gets the kit (DeepSpeed's runs the kit's driver, Megatron-LM's
+    # pretrain_gpt.py has it beside it), and so does any launch that runs a kit module (the
+    # disaggregated deployment's router, a CPU vLLM's pocforge.frameworks.vllm_serve); the
+    # kernels are the kernels distribution's. Both from the mounted wheels, without an index.
     runs_kit = any(arg.startswith("pocforge.") for arg in launch.argv)
-    whole_kit = launch.deployment == "training" or launch.role == "router" or runs_kit
+    whole_kit = launch.deployment == "training" or runs_kit
     kit = ["pocforge", "pocforge-kernels"] if whole_kit else []
     kit = kit or (["pocforge-kernels"] if kernels else [])
     command = launch.argv

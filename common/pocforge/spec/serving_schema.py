@@ -269,7 +269,7 @@ class Runtime(Strict):
     )
     venv_archive: str | None = Field(
         None,
-        description="venv: a tar of a ready environment, made at the path `python` names (its folder two levels up), on the controller (relative: to the POC folder); bring-up copies it to each node and unpacks it there instead of building one with pip (nodes that reach no package index; the CPU nodes' environment of a rehearsal, `make node-env`). Needs `python`. Default: bring-up builds the environment.",
+        description="venv: a tar of a ready environment, made at the path `python` names (its folder two levels up), on the controller (relative: to the POC folder); bring-up copies it to each node and unpacks it there instead of building one with pip (nodes that reach no package index; the CPU nodes' environment of a rehearsal, `make rehearsal-image`). Needs `python`. Default: bring-up builds the environment.",
     )
     python: str | None = Field(
         None,
