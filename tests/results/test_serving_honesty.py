@@ -28,6 +28,22 @@ def test_a_point_where_every_request_failed_is_failed_with_no_latency():
     ]
 
 
+def test_an_aiperf_run_where_the_server_died_is_a_failed_point():
+    """AIPerf 0.8.0 on B200 whose server died: no metric in the file, only its version and
+    32 errors of three kinds (6 + 1 + 25). Refused as "not AIPerf" before; now a failed point
+    whose caveat says what failed (three kinds are not three requests)."""
+    path = D / "aiperf" / "v0.8.0-b200-vllm-c32-allfailed" / "profile_export_aiperf.json"
+    raw = json.loads(path.read_text())
+    assert "time_to_first_token" not in raw and raw["error_request_count"]["avg"] == 32.0
+    (point,) = parse([path], "aiperf").serving[0].points
+    assert (point.id, point.status, point.requests, point.failed) == ("c32", "failed", 0, 32)
+    assert point.metrics == {"error_rate": {"value": 1.0}}
+    assert point.caveats[0] == (
+        "32 request(s) failed: 6 × ValueError; 1 × 500 Internal Server Error; "
+        "25 × ClientConnectorError"
+    )
+
+
 def test_a_point_with_completed_requests_keeps_its_numbers():
     (point,) = parse([D / "vllm-c1.json"], "vllm").serving[0].points
     assert point.status == "ok" and point.metrics["ttft_ms"]["mean"] > 0

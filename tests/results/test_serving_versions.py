@@ -47,6 +47,78 @@ def test_aiperf_of_every_layout_keeps_its_load_point(
         assert (found.mode, found.value) == ("rate", 8.0)
 
 
+@pytest.mark.parametrize(
+    ("folder", "model", "point", "ok", "failed", "ttft_p50", "ttft_p99", "output_tok_s"),
+    [  # InferenceX agentic runs (tests/data/importers/README.md): NVIDIA B200, AMD MI355X
+        (
+            "v0.8.0-b200-vllm-c16",
+            "/lustre/fsw/models/Kimi-K2.5-NVFP4",
+            "c16",
+            226,
+            None,
+            81049.56001649999,
+            136256.29046274998,
+            105.08698207629939,
+        ),
+        (
+            "v0.8.0-b200-vllm-c24-1failed",
+            "/lustre/fsw/models/Kimi-K2.5-NVFP4",
+            "c24",
+            1044,
+            1,
+            732.0305989999999,
+            11873.263022689993,
+            487.1577052482515,
+        ),
+        (
+            "v0.8.0-mi355x-vllm-c4",
+            "amd/Kimi-K2.5-MXFP4",
+            "c4",
+            286,
+            None,
+            1364.836181,
+            16593.9432622999,
+            126.74117412384639,
+        ),
+        (
+            "v0.8.0-mi355x-sglang-c8",
+            "amd/GLM-5.1-MXFP4",
+            "c8",
+            134,
+            None,
+            20556.263076,
+            84741.06720241999,
+            50.14453166523061,
+        ),
+    ],
+)
+def test_aiperf_0_8_on_gpus_of_both_vendors(
+    folder, model, point, ok, failed, ttft_p50, ttft_p99, output_tok_s
+):
+    """AIPerf 0.8.0 against vLLM and SGLang on B200 and MI355X: the load point from
+    ``input_config.loadgen``, the model it was pointed at, and the numbers the file prints."""
+    (result,) = parse([AIPERF / folder / "profile_export_aiperf.json"], "aiperf").serving
+    (found,) = result.points
+    assert (result.tool_version, result.model) == ("0.8.0", model)
+    assert (found.id, found.status, found.requests, found.failed) == (point, "ok", ok, failed)
+    assert (found.metrics["ttft_ms"]["p50"], found.metrics["ttft_ms"]["p99"]) == (
+        ttft_p50,
+        ttft_p99,
+    )
+    assert found.metrics["output_throughput"]["value"] == output_tok_s
+
+
+def test_aiperf_counts_failed_requests_not_kinds_of_error():
+    """``error_summary`` lists error kinds with their counts: 1 kind, 1 request on B200 c24;
+    the file's ``request_error_rate`` is a percent (1 of 1045)."""
+    (result,) = parse(
+        [AIPERF / "v0.8.0-b200-vllm-c24-1failed" / "profile_export_aiperf.json"], "aiperf"
+    ).serving
+    (point,) = result.points
+    assert point.metrics["error_rate"]["value"] == pytest.approx(1 / 1045)
+    assert point.caveats == ["1 request(s) failed: 1 × ClientOSError"]
+
+
 def test_aiperf_0_1_says_what_its_layout_lacks():
     (result,) = parse([AIPERF / "v0.1.1-c2" / "profile_export_aiperf.json"], "aiperf").serving
     (point,) = result.points

@@ -8,6 +8,11 @@ things differently from vLLM: its ``inter_token_latency`` is per request
 ``(latency - TTFT) / (output_tokens - 1)`` — our TPOT — and its per-chunk gap is
 ``inter_chunk_latency`` — our ITL. Output tokens are counted with the client's tokenizer
 unless ``--use-server-token-count`` was given.
+
+Failed requests are ``error_request_count`` (``error_summary`` lists each error *kind* with
+its count, said in a caveat). A run where no request completed writes no metric at all,
+only its version and errors (AIPerf 0.8 on B200 when the server died mid-run): imported as
+a failed point, never refused as "not AIPerf".
 """
 
 from __future__ import annotations
@@ -126,9 +131,33 @@ def _flat(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     return flat, [EARLY]
 
 
+def _failures(data: dict[str, Any]) -> tuple[int, list[str]]:
+    """How many requests failed (``error_request_count``, else the ``count`` of each
+    ``error_summary`` entry: the summary lists error *kinds*) and each kind in words."""
+    kinds = [e for e in data.get("error_summary") or [] if isinstance(e, dict)]
+    counted = (data.get("error_request_count") or {}).get("avg")
+    failed = int(counted) if isinstance(counted, int | float) else sum(
+        int(e.get("count") or 1) for e in kinds
+    )
+    words = []
+    for entry in kinds:
+        details = entry.get("error_details") or {}
+        what = " ".join(str(details[k]) for k in ("code", "type") if details.get(k) is not None)
+        words.append(f"{entry.get('count', '?')} × {what or 'unknown error'}")
+    return failed, words
+
+
+def _is_aiperf(data: dict[str, Any]) -> bool:
+    """An AIPerf summary: its metrics, or (a run where no request completed, which has
+    none) its version and the errors it counted."""
+    if "time_to_first_token" in data and "request_throughput" in data:
+        return True
+    return "aiperf_version" in data and _failures(data)[0] > 0
+
+
 def _point(data: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
     data, caveats = _flat(data)
-    if "time_to_first_token" not in data or "request_throughput" not in data:
+    if not _is_aiperf(data):
         raise ResultImportError(f"{path}: not an AIPerf profile_export_aiperf.json")
     conc, rate = _concurrency(data)
     pid, mode, value = point_id(conc, rate)
@@ -142,10 +171,14 @@ def _point(data: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
         if isinstance(avg, int | float):
             metrics[ours] = {"value": float(avg)}
     completed = int((data.get("request_count") or {}).get("avg") or 0)
-    errors = len(data.get("error_summary") or [])
+    errors, kinds = _failures(data)
     err = (data.get("request_error_rate") or {}).get("avg")
     if isinstance(err, int | float):
         metrics["error_rate"] = {"value": float(err) / 100.0}  # AIPerf reports percent
+    elif completed + errors:
+        metrics["error_rate"] = {"value": errors / (completed + errors)}
+    if kinds:
+        caveats.append(f"{errors} request(s) failed: {'; '.join(kinds)}")
     if gpus and "output_throughput" in metrics:
         metrics["output_throughput_per_gpu"] = {
             "value": metrics["output_throughput"]["value"] / gpus
@@ -169,7 +202,7 @@ def _point(data: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
 
 def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported:
     points: list[ServingPoint] = []
-    version = None
+    version = model = None
     for path in paths:
         data = read_json(path)
         if not isinstance(data, dict):
@@ -179,11 +212,14 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
             raise ResultImportError(f"{path}: a second result for point {point.id}")
         points.append(point)
         version = version or data.get("aiperf_version")
+        names = ((data.get("input_config") or {}).get("endpoint") or {}).get("model_names")
+        model = model or (names[0] if isinstance(names, list) and names else None)
     result = ServingResult(
         workload=workload,
         tool=TOOL,
         tool_version=version,
         source_file=", ".join(p.name for p in paths),
+        model=model,
         gpus=gpus,
         points=sort_points(points),
         definitions=DEFINITIONS,
