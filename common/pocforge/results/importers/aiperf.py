@@ -136,8 +136,10 @@ def _failures(data: dict[str, Any]) -> tuple[int, list[str]]:
     ``error_summary`` entry: the summary lists error *kinds*) and each kind in words."""
     kinds = [e for e in data.get("error_summary") or [] if isinstance(e, dict)]
     counted = (data.get("error_request_count") or {}).get("avg")
-    failed = int(counted) if isinstance(counted, int | float) else sum(
-        int(e.get("count") or 1) for e in kinds
+    failed = (
+        int(counted)
+        if isinstance(counted, int | float)
+        else sum(int(e.get("count") or 1) for e in kinds)
     )
     words = []
     for entry in kinds:
