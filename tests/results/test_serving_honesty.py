@@ -119,3 +119,61 @@ def test_sglang_bench_serving_of_late_2024_imports_its_runs_apart():
     assert points["c1-sharegpt"].metrics["output_throughput"]["value"] == 326.28321166316096
     assert points["c4"].metrics["e2el_ms"]["mean"] == 60.56523794977693
     assert result.notes[0].startswith("SGLang bench_serving of late 2024 (no total_throughput)")
+
+
+H200 = D / "sglang-h200"
+
+
+def test_sglang_runs_on_h200_at_one_rate_are_told_apart_by_dataset():
+    """Seven runs of SGLang's bench_serving (December 2024) against Llama 3.3 70B on 4×H200,
+    appended to one file: rates 1 to 16 on random prompts, 4 and 8 on ShareGPT too."""
+    (result,) = parse([H200 / "llama_3_3_70b_online_output.jsonl"], "sglang").serving
+    points = {p.id: p for p in result.points}
+    assert sorted(points) == [
+        "r1",
+        "r16",
+        "r2",
+        "r4-random",
+        "r4-sharegpt",
+        "r8-random",
+        "r8-sharegpt",
+    ]
+    assert (points["r1"].mode, points["r1"].value, points["r1"].requests) == ("rate", 1.0, 300)
+    assert points["r4-random"].metrics["ttft_ms"] == {"median": 106.06311704032123}
+    assert points["r4-sharegpt"].metrics["ttft_ms"] == {"median": 68.27884959056973}
+    assert points["r16"].metrics["output_throughput"]["value"] == 4288.049348197696
+
+
+def test_an_offline_sweep_of_lengths_at_inf_is_one_point_per_shape():
+    """The offline half of the same H200 study: six workloads at ``request_rate`` Infinity
+    (five random input/output shapes and ShareGPT), the 4096×1024 run made twice. Merged
+    into one ``point-random`` before (five runs lost); now a point per shape, the rerun
+    replacing its first run, said."""
+    (result,) = parse([H200 / "llama_3_3_70b_offline_output.jsonl"], "sglang").serving
+    points = {p.id: p for p in result.points}
+    assert sorted(points) == [
+        "point-random-1024x1024-ratio0",
+        "point-random-1024x512-ratio0",
+        "point-random-256x512-ratio0",
+        "point-random-4096x1024-ratio0",
+        "point-random-4096x2048-ratio0",
+        "point-sharegpt",
+    ]
+    assert all(p.mode == "unknown" and p.value is None for p in points.values())
+    short = points["point-random-256x512-ratio0"]
+    assert (short.requests, short.metrics["ttft_ms"]) == (6000, {"median": 33223.93286949955})
+    rerun = points["point-random-4096x1024-ratio0"]
+    assert rerun.metrics["ttft_ms"] == {"median": 179526.87287854496}  # the later run's
+    assert result.notes[1:] == [
+        "point point-random-4096x1024-ratio0: a later run of the same point replaced an earlier one"
+    ]
+
+
+def test_a_closed_loop_run_written_with_json_infinity_imports():
+    """``"request_rate": Infinity`` (Python's json writes it; strict JSON has no such
+    token): DeepSeek with DP attention on 8×H200, 10,000 prompts at once."""
+    (result,) = parse([H200 / "deepseek_dp_mla_output.jsonl"], "sglang").serving
+    (point,) = result.points
+    assert (point.id, point.mode, point.requests) == ("point", "unknown", 10000)
+    assert point.metrics["output_throughput"]["value"] == 12412.394674113431
+    assert point.duration_s == 412.49091206211597

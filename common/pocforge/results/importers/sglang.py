@@ -15,7 +15,9 @@ Two layouts, told apart by ``total_throughput``:
   tool itself computes them, and are derived; the rest is absent, and said.
 
 A file appended run after run holds one point per line; runs at the same load point on
-different datasets are told apart by the dataset (``c1-sharegpt``), never merged.
+different datasets are told apart by the dataset (``c1-sharegpt``), and runs of one dataset
+in several shapes by the shape (``point-random-4096x1024-ratio0``: an offline sweep of
+lengths at ``inf``), never merged.
 """
 
 from __future__ import annotations
@@ -120,17 +122,38 @@ def _point(data: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
     )
 
 
+def _workload(row: dict[str, Any]) -> tuple[str, str]:
+    """(dataset, its shape): the random datasets' input and output lengths (and range
+    ratio), the ShareGPT output length where one was set; two runs at one load point with
+    different shapes measured different workloads."""
+    name = str(row.get("dataset_name") or "unknown")
+    if name.startswith("random") and row.get("random_input_len") is not None:
+        shape = f"{row['random_input_len']}x{row.get('random_output_len')}"
+        ratio = row.get("random_range_ratio")
+        return name, shape if ratio in (None, 1.0) else f"{shape}-ratio{ratio:g}"
+    out = row.get("sharegpt_output_len")
+    return name, f"out{out}" if out else ""
+
+
 def _apart(rows: list[tuple[dict[str, Any], ServingPoint]]) -> tuple[list[ServingPoint], list[str]]:
-    """The points of every run, those at one load point told apart by their dataset; a
-    rerun of the same point on the same dataset replaces the earlier one, said."""
-    datasets: dict[str, set] = {}
+    """The points of every run: those at one load point told apart by their dataset, and
+    by its shape where one dataset ran at several (a sweep of input/output lengths at
+    ``inf``, as SGLang's offline benchmarks append them); a rerun of the same point and
+    workload replaces the earlier one, said."""
+    workloads: dict[str, set[tuple[str, str]]] = {}
     for row, point in rows:
-        datasets.setdefault(point.id, set()).add(row.get("dataset_name"))
+        workloads.setdefault(point.id, set()).add(_workload(row))
     kept: dict[str, ServingPoint] = {}
     notes = []
     for row, point in rows:
-        if len(datasets[point.id]) > 1:
-            point = point.model_copy(update={"id": f"{point.id}-{row.get('dataset_name')}"})
+        seen = workloads[point.id]
+        dataset, shape = _workload(row)
+        parts = [point.id]
+        if len({d for d, _ in seen}) > 1:
+            parts.append(dataset)
+        if len({s for d, s in seen if d == dataset}) > 1:
+            parts.append(shape)
+        point = point.model_copy(update={"id": "-".join(parts)})
         if point.id in kept:
             notes.append(f"point {point.id}: a later run of the same point replaced an earlier one")
         kept[point.id] = point
