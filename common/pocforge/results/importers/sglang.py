@@ -25,6 +25,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pocforge.results.importers import serving_report
 from pocforge.results.importers.common import (
     Imported,
     ResultImportError,
@@ -162,8 +163,16 @@ def _apart(rows: list[tuple[dict[str, Any], ServingPoint]]) -> tuple[list[Servin
 
 def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported:
     runs: list[tuple[dict[str, Any], ServingPoint]] = []
+    printed: list[ServingPoint] = []
+    said: list[str] = []
     model = None
     for path in paths:
+        report = serving_report.read(path)
+        if report is not None:  # the printed report, as pasted
+            found, notes = serving_report.parse_text(path, report, TOOL, gpus)
+            printed += found
+            said += [f"{path.name}: {n}" for n in notes]
+            continue
         rows = read_json_lines(path)
         if not rows or not all(isinstance(r, dict) for r in rows):
             raise ResultImportError(f"{path}: not an sglang bench_serving result (no JSON objects)")
@@ -173,6 +182,13 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
     points, notes = _apart(runs)
     if any("total_throughput" not in row for row, _ in runs):
         notes.insert(0, LATE_2024)
+    for point in printed:
+        if any(p.id == point.id for p in points):
+            raise ResultImportError(
+                f"a printed report and a result file both hold point {point.id}"
+            )
+        points.append(point)
+    notes += said
     result = ServingResult(
         workload=workload,
         tool=TOOL,

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pocforge.results.importers import serving_report
 from pocforge.results.importers.common import (
     Imported,
     ResultImportError,
@@ -148,16 +149,22 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
     points, recs = [], {}
     version = None
     model = None
+    notes: list[str] = []
     for path in paths:
+        report = serving_report.read(path)
+        if report is not None:  # the printed report, as pasted
+            found, said = serving_report.parse_text(path, report, TOOL, gpus)
+            for point in found:
+                _add(points, point, path)
+            notes += [f"{path.name}: {n}" for n in said]
+            continue
         data = read_json(path)
         if not isinstance(data, dict):
             raise ResultImportError(
                 f"{path}: not a vllm bench serve result (expected a JSON object)"
             )
         point = _point(data, path, gpus)
-        if any(p.id == point.id for p in points):
-            raise ResultImportError(f"{path}: a second result for point {point.id}")
-        points.append(point)
+        _add(points, point, path)
         model = model or data.get("model_id")
         version = version or data.get("vllm_version")
         if "ttfts" in data and "itls" in data:
@@ -172,5 +179,12 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
         points=sort_points(points),
         definitions=DEFINITIONS,
         differences=DIFFERENCES,
+        notes=notes,
     )
     return Imported(tool=TOOL, serving=[result], records={workload: recs} if recs else {})
+
+
+def _add(points: list[ServingPoint], point: ServingPoint, path: Path) -> None:
+    if any(p.id == point.id for p in points):
+        raise ResultImportError(f"{path}: a second result for point {point.id}")
+    points.append(point)

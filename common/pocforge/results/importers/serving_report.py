@@ -1,0 +1,263 @@
+"""The report vLLM's and SGLang's serving benchmarks print, as it is pasted into issues,
+READMEs, recipes and chat: the shape most peer results really come in.
+
+Both tools print a block framed by ``=== Serving Benchmark Result ===`` and a line of ``=``::
+
+    ============ Serving Benchmark Result ============
+    Successful requests:                     100
+    Failed requests:                         0
+    Maximum request concurrency:             32
+    Benchmark duration (s):                  52.76
+    ...
+    ---------------Time to First Token----------------
+    Mean TTFT (ms):                          1228.72
+    Median TTFT (ms):                        952.25
+    P99 TTFT (ms):                           2925.25
+    ...
+    ==================================================
+
+one ``Label: value`` line per number, the statistics of each metric under a dashed rule.
+Which tool printed a block is told by its lines: SGLang's ``bench_serving`` opens with
+``Backend:`` (and names end-to-end latency ``E2E Latency``), vLLM's ``benchmark_serving`` /
+``vllm bench serve`` does not. The layouts of both changed over releases (vLLM added
+``Failed requests``, ``Maximum request concurrency``, ``Request rate configured (RPS)`` and
+the peak lines inside the block; older releases printed the load point just above it, as
+``Traffic request rate:`` and ``Maximum request concurrency:``), so lines are read by label,
+and a label this reader does not know is named in a note, not guessed.
+
+What the printed report cannot give is said on every point: values rounded to 0.01 (as
+printed), no per-request data (so verdicts are point verdicts), no tool version. A block
+cut before its closing rule imports what it has, said; a template (``xxx.xx``,
+``<value>``) or a value that is not a number is refused naming the line. Lines may carry a
+prefix, stripped first: ``mpirun --tag-output``, ``srun --label``, Python logging's
+``2026-03-19 20:42:17,548 - INFO - `` and indentation (a report quoted in Markdown or YAML).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pocforge.results.importers.common import ResultImportError, point_id
+from pocforge.results.importers.nccl_table import PREFIX as LAUNCHER_PREFIX
+from pocforge.results.stage_schema import ServingPoint
+
+HEADER = re.compile(r"^=+\s*Serving Benchmark Result\s*=+$")
+CLOSING = re.compile(r"^={10,}$")
+RULE = re.compile(r"^-{3,}.*-{3,}$")
+LOGGING = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - \w+ - ")
+LINE = re.compile(r"^(?P<label>[A-Za-z][^:]*?)\s*:\s+(?P<value>\S.*?)\s*$")
+NUMBER = re.compile(r"^-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")
+# statistic lines (labels are read lower-cased): "Mean TTFT (ms)", "P99 E2E Latency (ms)"
+STAT = re.compile(r"^(?P<stat>mean|median|std|max|min|p\d+(?:\.\d+)?)\s+(?P<metric>.+?)\s+\(ms\)$")
+METRICS = {
+    "ttft": "ttft_ms",
+    "tpot": "tpot_ms",
+    "itl": "itl_ms",
+    "e2el": "e2el_ms",
+    "e2e latency": "e2el_ms",
+}
+SCALARS = {
+    "request throughput (req/s)": "request_throughput",
+    "request goodput (req/s)": "goodput",
+    "output token throughput (tok/s)": "output_throughput",
+    "total token throughput (tok/s)": "total_token_throughput",
+    "total throughput (tok/s)": "total_token_throughput",  # SGLang of 2024
+}
+COUNTS = {"successful requests", "failed requests", "benchmark duration (s)"}
+# labels that set the load point: inside the block, or (older vLLM) just above it
+CONCURRENCY = {
+    "maximum request concurrency",
+    "max request concurrency",
+    "max reqeuest concurrency",
+}  # fmt: skip  (SGLang spelled it so until 2025)
+RATE = {"traffic request rate", "request rate configured (rps)"}
+# read and deliberately not kept: token totals, SGLang's input throughput and mean
+# in-flight concurrency, vLLM's peaks and the burstiness of its arrival process
+KNOWN = {
+    "backend", "total input tokens", "total input text tokens", "total input vision tokens",
+    "total generated tokens", "total generated tokens (retokenized)",
+    "input token throughput (tok/s)", "concurrency", "peak output token throughput (tok/s)",
+    "peak concurrent requests", "burstiness factor",
+}  # fmt: skip
+UNSET = {"not set", "none", "inf"}
+PRINTED = (
+    "read from the printed report: values as rounded there (0.01), no per-request data "
+    "(point verdicts only), no tool version"
+)
+
+
+@dataclass
+class Block:
+    """One printed report: its lines by label, where it started, whether it was closed."""
+
+    line: int
+    # lower-cased label -> (value, line number, the label as printed)
+    values: dict[str, tuple[str, int, str]] = field(default_factory=dict)
+    closed: bool = False
+    above: dict[str, tuple[str, int, str]] = field(default_factory=dict)
+
+    @property
+    def tool(self) -> str:
+        return "sglang" if "backend" in self.values else "vllm"
+
+
+def _clean(raw: str) -> str:
+    line = LOGGING.sub("", LAUNCHER_PREFIX.sub("", raw.rstrip("\r\n")))
+    return line.strip()
+
+
+def blocks(text: str) -> list[Block]:
+    """Every report in ``text``, in order; each with the load-point lines printed above it
+    since the previous one ended."""
+    found: list[Block] = []
+    above: dict[str, tuple[str, int, str]] = {}
+    current: Block | None = None
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = _clean(raw)
+        if HEADER.match(line):
+            current = Block(line=number, above=above)
+            found.append(current)
+            above = {}
+            continue
+        if current is not None and CLOSING.match(line):
+            current.closed, current = True, None
+            continue
+        match = LINE.match(line)
+        if not match:
+            continue
+        printed = match["label"].strip()
+        label = printed.lower()
+        if current is not None:
+            current.values.setdefault(label, (match["value"], number, printed))
+        elif label in CONCURRENCY | RATE:
+            above[label] = (match["value"], number, printed)
+    return found
+
+
+def _number(path: Path, label: str, value: str, line: int) -> float:
+    if not NUMBER.match(value.replace(",", "")):
+        raise ResultImportError(
+            f"{path}:{line}: {label!r} is {value!r}, not a number: a report template, not a "
+            "run's output (or a line this reader cannot read)"
+        )
+    return float(value.replace(",", ""))
+
+
+def _setting(path: Path, block: Block, labels: set[str]) -> float | None:
+    """The load setting a block names (inside it, else just above it); ``not set``/``inf``
+    is none."""
+    for source in (block.values, block.above):
+        for label in labels:
+            if label in source:
+                value, line, printed = source[label]
+                if value.strip().lower() in UNSET:
+                    return None
+                return _number(path, printed, value, line)
+    return None
+
+
+def point(path: Path, block: Block, gpus: int | None = None) -> tuple[ServingPoint, list[str]]:
+    """One report as a point, and the labels it holds that this reader does not know."""
+    if "successful requests" not in block.values:
+        raise ResultImportError(
+            f"{path}:{block.line}: a Serving Benchmark Result with no 'Successful requests' "
+            "line: not a report this reader knows"
+        )
+    conc = _setting(path, block, CONCURRENCY)
+    rate = _setting(path, block, RATE)
+    pid, mode, value = point_id(conc, rate)
+    metrics: dict[str, dict[str, float | None]] = {}
+    unknown = []
+    numbers = {}
+    for label, (text, line, printed) in block.values.items():
+        if label in CONCURRENCY | RATE:
+            continue
+        stat = STAT.match(label)
+        if stat and stat["metric"] in METRICS:
+            metrics.setdefault(METRICS[stat["metric"]], {})[stat["stat"]] = _number(
+                path, printed, text, line
+            )
+        elif label in SCALARS:
+            metrics[SCALARS[label]] = {"value": _number(path, printed, text, line)}
+        elif label in COUNTS:
+            numbers[label] = _number(path, printed, text, line)
+        elif label not in KNOWN:
+            unknown.append(printed)
+        elif label != "backend":  # a template's placeholder is refused here too
+            _number(path, printed, text, line)
+    completed = int(numbers["successful requests"])
+    failed = numbers.get("failed requests")
+    if failed is not None and completed + failed:
+        metrics["error_rate"] = {"value": failed / (completed + failed)}
+    if gpus and "output_throughput" in metrics:
+        metrics["output_throughput_per_gpu"] = {
+            "value": (metrics["output_throughput"]["value"] or 0.0) / gpus
+        }
+    if metrics.get("tpot_ms", {}).get("median"):
+        metrics["interactivity"] = {"median": 1000.0 / metrics["tpot_ms"]["median"]}
+    caveats = [PRINTED]
+    if not block.closed:
+        caveats.append(
+            f"the report of line {block.line} is cut before its closing rule: its last "
+            "section(s) may be missing"
+        )
+    duration = numbers.get("benchmark duration (s)")
+    found = ServingPoint(
+        id=pid,
+        mode=mode,
+        value=value,
+        requests=completed,
+        failed=int(failed) if failed is not None else None,
+        duration_s=duration,
+        metrics=metrics,
+        caveats=caveats,
+    )
+    return found, unknown
+
+
+def read(path: Path) -> str | None:
+    """``path``'s text when it holds a printed report (not a JSON result), else None."""
+    text = Path(path).read_text(encoding="utf-8", errors="replace")
+    return text if any(HEADER.match(_clean(line)) for line in text.splitlines()) else None
+
+
+def parse_text(
+    path: Path, text: str, tool: str, gpus: int | None = None
+) -> tuple[list[ServingPoint], list[str]]:
+    """The points of every ``tool`` report in ``text`` and the result's notes; a report of
+    the other tool is refused naming the format to use."""
+    found = blocks(text)
+    if not found:
+        raise ResultImportError(f"{path}: no 'Serving Benchmark Result' report in the text")
+    points: list[ServingPoint] = []
+    notes: list[str] = []
+    for block in found:
+        if block.tool != tool:
+            other = "SGLang's bench_serving" if block.tool == "sglang" else "vLLM's"
+            raise ResultImportError(
+                f"{path}:{block.line}: this report is {other} (it "
+                f"{'names' if block.tool == 'sglang' else 'has no'} 'Backend:'): import it "
+                f"with --format {block.tool}"
+            )
+        found_point, unknown = point(path, block, gpus)
+        if unknown:
+            notes.append(f"line {block.line}: not read: {', '.join(unknown)}")
+        points.append(found_point)
+    return _apart(points, notes)
+
+
+def _apart(points: list[ServingPoint], notes: list[str]) -> tuple[list[ServingPoint], list[str]]:
+    """Reports at one load point (a before/after pasted together) stay apart: ``c8``,
+    ``c8-2``, said."""
+    seen: dict[str, int] = {}
+    out = []
+    for p in points:
+        seen[p.id] = seen.get(p.id, 0) + 1
+        if seen[p.id] > 1:
+            new = f"{p.id}-{seen[p.id]}"
+            notes.append(f"point {p.id}: report {seen[p.id]} at the same load point kept as {new}")
+            p = p.model_copy(update={"id": new})
+        out.append(p)
+    return out, notes

@@ -1,0 +1,124 @@
+"""The report vLLM's and SGLang's serving benchmarks print, as it is pasted into recipes,
+docs and issues (tests/data/importers/README.md names each file's source): each imports
+with the numbers it prints and says what a printed report cannot give, a template or the
+other tool's report is refused naming the line or the format."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pocforge.results.importers import ResultImportError, parse
+from pocforge.results.importers.serving_report import PRINTED
+
+D = Path(__file__).resolve().parents[1] / "data" / "importers" / "serving-reports"
+
+
+def _points(name: str, fmt: str = "vllm") -> dict:
+    (result,) = parse([D / name], fmt).serving
+    assert result.tool == fmt and result.tool_version is None
+    return {p.id: p for p in result.points}
+
+
+def test_vllm_on_mi300x_with_failed_and_concurrency_lines_inside_the_report():
+    """vllm bench serve against Ministral-3-14B on one MI300X (vLLM's recipes): the report of
+    vLLM 0.11 on, which prints failed requests and the concurrency limit inside the block."""
+    (point,) = _points("vllm_recipes_ministral3_14b_mi300x.txt").values()
+    assert (point.id, point.mode, point.value) == ("c32", "concurrency", 32.0)
+    assert (point.requests, point.failed, point.duration_s) == (100, 0, 52.76)
+    assert point.metrics["ttft_ms"] == {"mean": 1228.72, "median": 952.25, "p99": 2925.25}
+    assert point.metrics["tpot_ms"] == {"mean": 12.22, "median": 12.25, "p99": 12.83}
+    assert point.metrics["itl_ms"] == {"mean": 12.22, "median": 11.78, "p99": 13.66}
+    assert point.metrics["output_throughput"] == {"value": 1940.79}
+    assert point.metrics["total_token_throughput"] == {"value": 3881.58}
+    assert point.metrics["error_rate"] == {"value": 0.0}
+    assert point.caveats == [PRINTED]
+
+
+def test_two_reports_of_two_vllm_layouts_on_h200_are_two_points():
+    """Kimi-K2 on 16×H200 (vLLM's recipes): a report without any load line, then (after
+    ``-dcp 8``) one of a later vLLM that prints ``Request rate configured (RPS)``."""
+    points = _points("vllm_recipes_kimi_k2_16xh200.txt")
+    assert sorted(points) == ["point", "r10000"]
+    before, after = points["point"], points["r10000"]
+    assert (before.mode, before.value, before.requests) == ("unknown", None, 16)
+    assert (after.mode, after.value) == ("rate", 10000.0)
+    assert before.metrics["output_throughput"] == {"value": 254.99}
+    assert after.metrics["output_throughput"] == {"value": 339.38}
+    assert after.metrics["ttft_ms"]["median"] == 1932.03
+    assert before.failed is None  # this layout prints no failed count
+
+
+def test_a_report_after_a_tip_line_and_one_indented_in_markdown_read_alike():
+    """Step-3.5-Flash on 4×H200 (a ``tip:`` line above the block) and gpt-oss-120b on 2×H100
+    as gpustack's performance lab quotes it (indented four spaces, vLLM v0.10.2)."""
+    (step,) = _points("vllm_recipes_step35_flash_4xh200.txt").values()
+    assert (step.id, step.requests, step.failed) == ("c10", 100, 0)
+    assert step.metrics["itl_ms"] == {"mean": 11.91, "median": 11.78, "p99": 13.45}
+    (gpt,) = _points("vllm_gpustack_gpt_oss_120b_2xh100.txt").values()
+    assert (gpt.id, gpt.requests, gpt.duration_s) == ("point", 1000, 67.4)
+    assert gpt.metrics["total_token_throughput"] == {"value": 6095.37}
+    assert gpt.metrics["tpot_ms"]["mean"] == 54.1
+
+
+def test_a_template_is_refused_naming_its_line():
+    """vLLM's Llama 3.3 recipe shows the report with ``xxxxxx`` for every number."""
+    with pytest.raises(ResultImportError, match=r"template.txt:2: 'Successful requests' is "):
+        parse([D / "vllm_recipes_llama33_template.txt"], "vllm")
+
+
+def test_the_other_tools_report_is_refused_naming_the_format_to_use():
+    with pytest.raises(ResultImportError, match="is vLLM's .* --format vllm"):
+        parse([D / "vllm_recipes_ministral3_14b_mi300x.txt"], "sglang")
+    with pytest.raises(ResultImportError, match="SGLang's bench_serving .* --format sglang"):
+        parse([D / "sglang_achatbot_gpt_oss_20b_h100_cut.txt"], "vllm")
+
+
+def test_sglang_reports_cut_where_the_thread_store_cut_them_say_so():
+    """SGLang's report on an H100 (gpt-oss-20b at concurrency 4) and SGLang 0.4.0.post2's
+    (``Max reqeuest concurrency: not set``, as it spelled it), both cut before their
+    closing rule: what they hold is imported, the cut said."""
+    (h100,) = _points("sglang_achatbot_gpt_oss_20b_h100_cut.txt", "sglang").values()
+    assert (h100.id, h100.requests, h100.duration_s) == ("c4", 20, 42.49)
+    assert h100.metrics["e2el_ms"] == {"mean": 8432.23, "median": 8560.3}
+    assert h100.metrics["ttft_ms"] == {"mean": 2731.0, "median": 2465.51, "p99": 6884.07}
+    assert "itl_ms" not in h100.metrics
+    assert h100.caveats[1].startswith("the report of line 1 is cut before its closing rule")
+    (old,) = _points("sglang_issue2805_0.4.0.post2_cut.txt", "sglang").values()
+    assert (old.id, old.mode, old.requests) == ("point", "unknown", 1648)
+    assert old.metrics["ttft_ms"] == {"mean": 44294.8}  # the median's line has no value
+    assert old.metrics["total_token_throughput"] == {"value": 4081.34}
+
+
+def test_launcher_and_logging_prefixes_are_stripped(tmp_path):
+    """The MI300X report as a Python logger prints it (the prefix of SGLang's report in
+    Ascend/sglang issue #129: ``2026-03-19 20:42:17,548 - INFO - ``) and as
+    ``mpirun --tag-output`` does: the same point."""
+    text = (D / "vllm_recipes_ministral3_14b_mi300x.txt").read_text()
+    plain = _points("vllm_recipes_ministral3_14b_mi300x.txt")["c32"]
+    for prefix in ("2026-03-19 20:42:17,548 - INFO - ", "[1,0]<stdout>:"):
+        path = tmp_path / "prefixed.txt"
+        path.write_text("".join(prefix + line + "\n" for line in text.splitlines()))
+        (point,) = parse([path], "vllm").serving[0].points
+        assert point.model_dump() == plain.model_dump()
+
+
+def test_reports_at_one_load_point_stay_apart(tmp_path):
+    """A before/after pasted together (the same concurrency twice): kept as c32 and c32-2,
+    never merged, said."""
+    text = (D / "vllm_recipes_ministral3_14b_mi300x.txt").read_text()
+    path = tmp_path / "before-after.txt"
+    path.write_text(f"before\n{text}\nafter\n{text}")
+    (result,) = parse([path], "vllm").serving
+    assert [p.id for p in result.points] == ["c32", "c32-2"]
+    assert result.notes == [
+        "before-after.txt: point c32: report 2 at the same load point kept as c32-2"
+    ]
+
+
+def test_a_text_without_a_report_is_refused(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("Serving went well: 1940 tok/s on one MI300X.\n")
+    with pytest.raises(ResultImportError, match="not valid JSON"):
+        parse([path], "vllm")
