@@ -108,3 +108,27 @@ def test_pocs_folder_copies_are_the_fixtures():
     folder = Path(__file__).parents[2] / "pocs" / "llama-3.1-70b-bf16-mi300x-vllm" / "competitors"
     for fixture in (SERVER, PUBLISHED):
         assert (folder / fixture.name).read_bytes() == fixture.read_bytes()
+
+
+AMD_SERVER = MLPERF / "v4.1_amd_8xmi300x_vllm_llama2-70b-99_server_summary.txt"
+AMD_OFFLINE = MLPERF / "v4.1_amd_8xmi300x_vllm_llama2-70b-99_offline_summary.txt"
+
+
+def test_mlperf_summaries_of_amds_vllm_submission_read_alike():
+    """AMD's v4.1 closed submission (8×MI300X, vLLM, a ``PySUT``): its Server summary pads
+    ``Completed samples per second    :`` where NVIDIA's does not, and its offline run ends
+    with "9 warnings encountered", said (the warnings are in the detailed log)."""
+    (server,) = parse([AMD_SERVER], "mlperf", "chat", gpus=8).serving[0].points
+    assert (server.id, server.mode, server.value, server.status) == ("server", "rate", 73.5, "ok")
+    assert server.metrics["output_throughput"]["value"] == 21028.23
+    assert server.metrics["request_throughput"]["value"] == 71.74
+    assert server.metrics["ttft_ms"]["p99"] == pytest.approx(1604.171041)
+    assert server.metrics["tpot_ms"]["median"] == pytest.approx(143.943044)
+    assert server.caveats == ["MLPerf Server scenario: TTFT limit 2000 ms, TPOT limit 200 ms"]
+    (offline,) = parse([AMD_OFFLINE], "mlperf", "chat", gpus=8).serving[0].points
+    assert offline.metrics["output_throughput"]["value"] == 23514.8
+    assert offline.metrics["e2el_ms"]["median"] == pytest.approx(900756.542973)
+    assert offline.caveats == [
+        "LoadGen reported 9 warning(s) in its detailed log (mlperf_log_detail.txt), which "
+        "this summary does not hold"
+    ]

@@ -24,6 +24,9 @@ _STAT = re.compile(
     r" (?P<what>latency|first token latency|time to output token) \(ns\)$",
     re.IGNORECASE,
 )
+# the summary's last lines: "9 warnings encountered. See detailed log." / "No warnings …"
+_WARNINGS = re.compile(r"^(?P<count>\d+) warnings? encountered", re.MULTILINE)
+_ERRORS = re.compile(r"^(?P<count>\d+) errors? encountered", re.MULTILINE)
 _METRIC = {
     "latency": "e2el_ms",
     "first token latency": "ttft_ms",
@@ -66,6 +69,19 @@ def _summary(path: Path) -> dict[str, str]:
         if m := _LINE.match(line):
             found.setdefault(m["key"].strip(), m["value"])
     return found
+
+
+def _reported(text: str) -> list[str]:
+    """What LoadGen's closing lines say went wrong (the details are in its detailed log)."""
+    said = []
+    if warned := _WARNINGS.search(text):
+        said.append(
+            f"LoadGen reported {warned['count']} warning(s) in its detailed log "
+            "(mlperf_log_detail.txt), which this summary does not hold"
+        )
+    if errors := _ERRORS.search(text):
+        said.append(f"LoadGen reported {errors['count']} error(s) during the test")
+    return said
 
 
 def _number(fields: dict[str, str], *keys: str) -> float | None:
@@ -122,6 +138,7 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
         ]
         if limits and scenario != "Offline":
             caveats.append(f"MLPerf {scenario} scenario: {', '.join(limits)}")
+        caveats += _reported(Path(path).read_text(encoding="utf-8"))
         result.points.append(
             ServingPoint(
                 id=scenario.lower(),
