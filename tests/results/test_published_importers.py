@@ -132,3 +132,40 @@ def test_mlperf_summaries_of_amds_vllm_submission_read_alike():
         "LoadGen reported 9 warning(s) in its detailed log (mlperf_log_detail.txt), which "
         "this summary does not hold"
     ]
+
+
+@pytest.mark.parametrize(
+    ("name", "point", "per_gpu", "tpot", "ttft"),
+    [
+        (
+            "inferencex_kimik2.5_int4_mi355x_vllm_1k1k_c4.yaml",
+            "c4",
+            27.678011491816765,
+            17.393898241078155,
+            296.9768075272441,
+        ),
+        (
+            "inferencex_kimik2.5_int4_mi355x_vllm_8k1k_c32.yaml",
+            "c32",
+            17.57057269511527,
+            230.31720386957874,
+            1816.827566944994,
+        ),
+    ],
+)
+def test_inferencex_rows_on_mi355x_are_published_per_gpu_numbers(name, point, per_gpu, tpot, ttft):
+    """Two InferenceX result rows (vLLM 0.21.0 on 8×MI355X) transcribed: per-GPU output
+    throughput becomes the total for the row's 8 GPUs, its medians stay as printed."""
+    (result,) = parse([DATA / "published" / name], "published", "chat").serving
+    (found,) = result.points
+    concurrency = float(point.removeprefix("c"))
+    assert (result.gpus, found.id, found.mode, found.value) == (
+        8,
+        point,
+        "concurrency",
+        concurrency,
+    )
+    assert found.metrics["output_throughput"]["value"] == pytest.approx(per_gpu * 8)
+    assert found.metrics["tpot_ms"]["median"] == tpot
+    assert found.metrics["ttft_ms"]["median"] == ttft
+    assert found.caveats == ["published, not measured here"]
