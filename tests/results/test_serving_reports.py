@@ -113,7 +113,7 @@ def test_reports_at_one_load_point_stay_apart(tmp_path):
     (result,) = parse([path], "vllm").serving
     assert [p.id for p in result.points] == ["c32", "c32-2"]
     assert result.notes == [
-        "before-after.txt: point c32: report 2 at the same load point kept as c32-2"
+        "before-after.txt: point c32: run 2 at the same load point kept as c32-2"
     ]
 
 
@@ -122,3 +122,17 @@ def test_a_text_without_a_report_is_refused(tmp_path):
     path.write_text("Serving went well: 1940 tok/s on one MI300X.\n")
     with pytest.raises(ResultImportError, match="not valid JSON"):
         parse([path], "vllm")
+
+
+def test_older_vllm_prints_the_load_point_above_its_report():
+    """Kubernetes job logs of three runs of vLLM's benchmark_serving (May 2025, 4×L40S behind
+    llm-d's gateway): ``Traffic request rate: 10.0`` and ``Maximum request concurrency: None``
+    just above each report name its point; the result JSON each job printed after it is
+    not a report and is passed over. The numbers are the JSON's, as rounded in the report."""
+    points = _points("vllm_nerdalert_l40s_k8s_job_logs.txt")
+    assert sorted(points) == ["point", "r10", "r30"]
+    r10 = points["r10"]
+    assert (r10.mode, r10.value, r10.requests, r10.duration_s) == ("rate", 10.0, 300, 36.03)
+    assert r10.metrics["output_throughput"] == {"value": 2249.25}  # 2249.247363167692
+    assert r10.metrics["ttft_ms"] == {"mean": 54.58, "median": 53.0, "p99": 89.77}
+    assert points["point"].metrics["output_throughput"] == {"value": 11481.02}

@@ -151,3 +151,26 @@ def test_guidellm_0_5_output_throughput_is_tokens_over_the_requests_own_span(nam
     throughput = point.metrics["output_throughput"]["value"]
     assert throughput == pytest.approx(tokens / span, rel=1e-4)
     assert throughput <= ceiling
+
+
+L40S = D / "vllm-l40s" / "results.json"
+
+
+def test_vllm_results_appended_to_one_file_are_told_apart_by_their_metadata():
+    """Nine runs of vLLM's benchmark_serving (May 2025) appended to one file, three llm-d
+    deployments × rates 10, 30 and inf on 4×L40S: each run's ``--metadata`` is a top-level
+    key; ``deployment`` differs between runs at one rate and names them. Refused before
+    ("not valid JSON: Extra data"). This vLLM counted no failures: unknown, not zero."""
+    (result,) = parse([L40S], "vllm").serving
+    points = {p.id: p for p in result.points}
+    assert sorted(points) == sorted(
+        f"{rate}-{deployment}"
+        for rate in ("r10", "r30", "point")
+        for deployment in ("no-features", "base", "kvcache")
+    )
+    base = points["r10-base"]
+    assert (base.mode, base.value, base.requests, base.failed) == ("rate", 10.0, 300, None)
+    assert base.metrics["output_throughput"]["value"] == 2282.2747096685353
+    assert "error_rate" not in base.metrics and "goodput" not in base.metrics
+    assert points["point-kvcache"].metrics["output_throughput"]["value"] == 11011.349280220396
+    assert result.model == "meta-llama/Llama-3.2-3B-Instruct"

@@ -118,5 +118,23 @@ def honest_point(point: ServingPoint) -> ServingPoint:
     )
 
 
+def keep_apart(points: list[ServingPoint], notes: list[str]) -> list[ServingPoint]:
+    """Points that still share an id (a rerun appended to the same file, a before/after
+    pasted together) stay apart, in their order: ``c8``, ``c8-2``; each said in ``notes``.
+    Never merged, never one dropped for another."""
+    seen: dict[str, int] = {}
+    out = []
+    for point in points:
+        seen[point.id] = seen.get(point.id, 0) + 1
+        if seen[point.id] > 1:
+            new = f"{point.id}-{seen[point.id]}"
+            notes.append(
+                f"point {point.id}: run {seen[point.id]} at the same load point kept as {new}"
+            )
+            point = point.model_copy(update={"id": new})
+        out.append(point)
+    return out
+
+
 def sort_points(points: list[ServingPoint]) -> list[ServingPoint]:
     return sorted(points, key=lambda p: (p.mode, p.value if p.value is not None else 0.0, p.id))

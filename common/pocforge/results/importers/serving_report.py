@@ -39,7 +39,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pocforge.results.importers.common import ResultImportError, point_id
+from pocforge.results.importers.common import ResultImportError, keep_apart, point_id
 from pocforge.results.importers.nccl_table import PREFIX as LAUNCHER_PREFIX
 from pocforge.results.stage_schema import ServingPoint
 
@@ -245,19 +245,4 @@ def parse_text(
         if unknown:
             notes.append(f"line {block.line}: not read: {', '.join(unknown)}")
         points.append(found_point)
-    return _apart(points, notes)
-
-
-def _apart(points: list[ServingPoint], notes: list[str]) -> tuple[list[ServingPoint], list[str]]:
-    """Reports at one load point (a before/after pasted together) stay apart: ``c8``,
-    ``c8-2``, said."""
-    seen: dict[str, int] = {}
-    out = []
-    for p in points:
-        seen[p.id] = seen.get(p.id, 0) + 1
-        if seen[p.id] > 1:
-            new = f"{p.id}-{seen[p.id]}"
-            notes.append(f"point {p.id}: report {seen[p.id]} at the same load point kept as {new}")
-            p = p.model_copy(update={"id": new})
-        out.append(p)
-    return out, notes
+    return keep_apart(points, notes), notes

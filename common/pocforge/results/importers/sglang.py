@@ -29,6 +29,7 @@ from pocforge.results.importers import serving_report
 from pocforge.results.importers.common import (
     Imported,
     ResultImportError,
+    keep_apart,
     percentile_stats,
     point_id,
     read_json_lines,
@@ -144,8 +145,7 @@ def _apart(rows: list[tuple[dict[str, Any], ServingPoint]]) -> tuple[list[Servin
     workloads: dict[str, set[tuple[str, str]]] = {}
     for row, point in rows:
         workloads.setdefault(point.id, set()).add(_workload(row))
-    kept: dict[str, ServingPoint] = {}
-    notes = []
+    labelled = []
     for row, point in rows:
         seen = workloads[point.id]
         dataset, shape = _workload(row)
@@ -154,11 +154,9 @@ def _apart(rows: list[tuple[dict[str, Any], ServingPoint]]) -> tuple[list[Servin
             parts.append(dataset)
         if len({s for d, s in seen if d == dataset}) > 1:
             parts.append(shape)
-        point = point.model_copy(update={"id": "-".join(parts)})
-        if point.id in kept:
-            notes.append(f"point {point.id}: a later run of the same point replaced an earlier one")
-        kept[point.id] = point
-    return list(kept.values()), notes
+        labelled.append(point.model_copy(update={"id": "-".join(parts)}))
+    notes: list[str] = []
+    return keep_apart(labelled, notes), notes
 
 
 def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported:

@@ -18,9 +18,11 @@ from pocforge.results.importers import serving_report
 from pocforge.results.importers.common import (
     Imported,
     ResultImportError,
+    keep_apart,
     percentile_stats,
     point_id,
     read_json,
+    read_json_lines,
     require,
     sort_points,
 )
@@ -64,7 +66,8 @@ def _point(data: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
     rate = float(rate) if isinstance(rate, int | float) else None  # "inf" stays closed loop
     pid, mode, value = point_id(concurrency, rate)
     completed = int(data["completed"])
-    failed = int(data.get("failed") or 0)
+    # vLLM before 0.9 counted no failures in its result: unknown, not zero
+    failed = int(data["failed"] or 0) if "failed" in data else None
     metrics: dict[str, dict[str, float | None]] = {
         m: percentile_stats(data, m.removesuffix("_ms"), m)
         for m in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
@@ -74,8 +77,11 @@ def _point(data: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
         "request_throughput": data.get("request_throughput"),
         "output_throughput": data.get("output_throughput"),
         "total_token_throughput": data.get("total_token_throughput"),
-        "goodput": data.get("request_goodput"),
-        "error_rate": failed / (completed + failed) if completed + failed else None,
+        # vLLM 0.6.4 to 0.8 wrote the key with a stray colon
+        "goodput": data.get("request_goodput", data.get("request_goodput:")),
+        "error_rate": failed / (completed + failed)
+        if failed is not None and completed + failed
+        else None,
     }
     if gpus and scalars["output_throughput"] is not None:
         scalars["output_throughput_per_gpu"] = scalars["output_throughput"] / gpus
@@ -158,17 +164,14 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
                 _add(points, point, path)
             notes += [f"{path.name}: {n}" for n in said]
             continue
-        data = read_json(path)
-        if not isinstance(data, dict):
-            raise ResultImportError(
-                f"{path}: not a vllm bench serve result (expected a JSON object)"
-            )
-        point = _point(data, path, gpus)
-        _add(points, point, path)
-        model = model or data.get("model_id")
-        version = version or data.get("vllm_version")
-        if "ttfts" in data and "itls" in data:
-            recs[point.id] = records(data, point.id)
+        rows = _results(path)
+        found = _labelled(rows, [_point(data, path, gpus) for data in rows])
+        for data, point in zip(rows, keep_apart(found, notes), strict=True):
+            _add(points, point, path)
+            model = model or data.get("model_id")
+            version = version or data.get("vllm_version")
+            if "ttfts" in data and "itls" in data:
+                recs[point.id] = records(data, point.id)
     result = ServingResult(
         workload=workload,
         tool=TOOL,
@@ -182,6 +185,43 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
         notes=notes,
     )
     return Imported(tool=TOOL, serving=[result], records={workload: recs} if recs else {})
+
+
+def _results(path: Path) -> list[dict[str, Any]]:
+    """A result file's runs: one JSON object, or one per line (``--append-result`` appends
+    each run to the same file)."""
+    try:
+        rows = read_json_lines(path)
+    except ResultImportError:
+        read_json(path)  # the JSON error of the whole file, which says more
+        raise
+    if not rows or not all(isinstance(row, dict) for row in rows):
+        raise ResultImportError(f"{path}: not a vllm bench serve result (expected a JSON object)")
+    return rows
+
+
+# keys of vLLM's result that differ between any two runs, never what tells a run apart
+_PER_RUN = {"date", "tokenizer_id"}
+
+
+def _labelled(rows: list[dict[str, Any]], points: list[ServingPoint]) -> list[ServingPoint]:
+    """Runs of one file at the same load point told apart by the text fields that differ
+    between them: ``--metadata deployment=base`` is a top-level ``"deployment": "base"``
+    (``r10-base``, ``r10-kvcache``); what stays alike is a rerun, kept apart by order."""
+    out = []
+    for data, point in zip(rows, points, strict=True):
+        peers = [r for r, p in zip(rows, points, strict=True) if p.id == point.id]
+        keys = sorted(
+            k
+            for k in set().union(*peers)
+            if k not in _PER_RUN
+            and all(isinstance(r.get(k), str) for r in peers)
+            and len({r.get(k) for r in peers}) > 1
+        )
+        if keys:
+            point = point.model_copy(update={"id": "-".join([point.id, *(data[k] for k in keys)])})
+        out.append(point)
+    return out
 
 
 def _add(points: list[ServingPoint], point: ServingPoint, path: Path) -> None:
