@@ -307,6 +307,40 @@ def test_warm_up_is_found_by_what_it_is_and_said() -> None:
     ]
 
 
+@pytest.mark.parametrize(
+    ("name", "gpus", "steady", "with_first"),
+    [
+        ("megatron_core_r0.8.0_gpt7b_1node_8gpu_log_interval_10.log", 8, 876.3617945276801, 812.5),
+        (
+            "megatron_core_r0.8.0_gpt7b_2node_16gpu_log_interval_10.log",
+            16,
+            801.7152094021976,
+            748.3,
+        ),
+    ],
+)
+def test_with_log_interval_10_the_first_line_is_ten_iterations_of_warm_up(
+    name, gpus, steady, with_first
+) -> None:
+    """Megatron-LM core_r0.8.0 pretraining a GPT 7B with ``--log-interval 10`` on one node
+    and on two: the line of iteration 10 averages iterations 1–10 (all ten skipped by the
+    loss scaler, no loss printed) and is left out as a whole; the rate is the harmonic mean
+    of iterations 20–100's lines as printed. Averaging that first line in would read the
+    one-node run 0.8% low."""
+    result = parse([M / name], "megatron-log", gpus=gpus).training
+    assert (result.world_size, result.warmup_steps) == (gpus, 10)
+    assert result.tflops_per_gpu == pytest.approx(steady)
+    printed = [r.tflops_per_gpu for r in read_log(M / name).iterations]
+    assert printed[0] == with_first and len(printed) == 10
+    assert result.tflops_per_gpu == pytest.approx(harmonic_mean(printed[1:]))
+    assert harmonic_mean(printed) < steady
+    assert result.notes[:2] == [
+        "warm-up by stability: the first logged line (iteration 10) covers the first iteration",
+        "rates are harmonic means over the 9 logged step(s) of iterations 20–100; "
+        "iterations <= 10 are warm-up",
+    ]
+
+
 def test_a_run_that_slows_down_later_keeps_its_fast_start() -> None:
     """Warm-up is slow: the EPFL log (its first line iteration 2, 17 s; then 86–139 s as the
     run degrades) leaves nothing out, where a two-sided rule would drop the fast start."""
