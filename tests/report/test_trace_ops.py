@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -68,6 +69,35 @@ def torch_profile(tmp_path_factory) -> tuple[Path, str]:
     return trace, table
 
 
+class _Printed(float):
+    """A figure as torch prints it (``2.347ms``, ``2.62%``, ``8``), equal to another within
+    one unit of the last digit printed: torch adds floats in its own order, so a sum on a
+    rounding boundary can print one digit apart from the same sum taken in another order
+    (seen on 2026-12-07: 2.348ms here, 2.347ms in torch's table)."""
+
+    unit: float = 0.0
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Printed):
+            return NotImplemented
+        return abs(float(self) - float(other)) <= max(self.unit, other.unit) * 1.0001
+
+    __hash__ = float.__hash__
+
+
+_SCALE = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6, "%": 1.0}
+
+
+def _value(text: str) -> _Printed:
+    """``'531.847us'`` -> 531.847 (us), its last printed digit's unit 0.001 us."""
+    number, unit = re.fullmatch(r"([-\d.]+)\s*([a-z%]*)", text.strip()).groups()
+    scale = _SCALE.get(unit, 1.0)
+    decimals = len(number.partition(".")[2])
+    printed = _Printed(float(number) * scale)
+    printed.unit = 10.0**-decimals * scale if unit else 0.0
+    return printed
+
+
 def test_the_sum_is_torchs_own_table(torch_profile) -> None:
     """Every one of the first ten rows as torch's table has it (name, share, self and total
     CPU time, calls: same order, same figures), and the same total."""
@@ -76,13 +106,15 @@ def test_the_sum_is_torchs_own_table(torch_profile) -> None:
     mine = trace_ops.summarize(trace, 10).ops
     assert mine.columns == theirs.columns == ["Self CPU %", "Self CPU", "CPU total", "# of Calls"]
     keys = ("Self CPU %", "Self CPU", "CPU total", "# of Calls")
-    assert [[r[k] for k in keys] for r in mine.rows] == [[t[k] for k in keys] for t in theirs.rows]
+    assert [[_value(r[k]) for k in keys] for r in mine.rows] == [
+        [_value(t[k]) for k in keys] for t in theirs.rows
+    ]
     for r, t in zip(mine.rows, theirs.rows, strict=True):  # torch cuts a long name ("...")
         assert r["Name"].startswith(t["Name"].removesuffix("...")), (r["Name"], t["Name"])
     assert any(r["Name"] == "aten::addmm" for r in mine.rows)
     ((label, total),) = mine.totals
     assert label == theirs.totals[0][0] == "Self CPU time total"
-    assert total == theirs.totals[0][1]
+    assert _value(total) == _value(theirs.totals[0][1])
     assert trace_ops.summarize(trace, 10).kernels is None  # a CPU run: no kernel
 
 
@@ -96,7 +128,9 @@ def test_every_operation_is_summed_as_torch_sums_it(torch_profile) -> None:
     mine = {r["Name"]: [r[k] for k in keys] for r in trace_ops.summarize(trace, 10_000).ops.rows}
     named = [n for n in theirs if not n.endswith("...")]  # torch cuts long names
     assert len(named) > 20 and "aten::sum" in named
-    assert {n: mine.get(n) for n in named} == {n: theirs[n] for n in named}
+    assert {n: [_value(v) for v in mine.get(n, [])] for n in named} == {
+        n: [_value(v) for v in theirs[n]] for n in named
+    }
 
 
 def test_a_cuda_trace_gives_its_kernels_and_torchs_nesting() -> None:
