@@ -136,3 +136,18 @@ def test_older_vllm_prints_the_load_point_above_its_report():
     assert r10.metrics["output_throughput"] == {"value": 2249.25}  # 2249.247363167692
     assert r10.metrics["ttft_ms"] == {"mean": 54.58, "median": 53.0, "p99": 89.77}
     assert points["point"].metrics["output_throughput"] == {"value": 11481.02}
+
+
+def test_a_mark_after_a_value_and_a_report_cut_in_its_header_are_said():
+    """vLLM pull request #31826's before/after paste as the thread store holds it: the
+    author's ``<========`` after the median TTFT (refused as 'not a number' would lose a
+    real report), and the second report cut right after its header."""
+    (result,) = parse([D / "vllm_pr31826_annotated_cut.txt"], "vllm").serving
+    (point,) = result.points
+    assert (point.id, point.requests, point.failed) == ("c8", 1000, 0)
+    assert point.metrics["ttft_ms"] == {"mean": 30.87, "median": 27.44, "p99": 97.69}
+    assert result.notes == [
+        "vllm_pr31826_annotated_cut.txt: line 19: '<========' after Median TTFT (ms): left out "
+        "(not the tool's)",
+        "vllm_pr31826_annotated_cut.txt: line 32: a report cut before its first figure, left out",
+    ]

@@ -97,6 +97,8 @@ class Block:
     values: dict[str, tuple[str, int, str]] = field(default_factory=dict)
     closed: bool = False
     above: dict[str, tuple[str, int, str]] = field(default_factory=dict)
+    # text after a number on its line: someone's mark on a pasted report, left out and said
+    annotations: list[str] = field(default_factory=list)
 
     @property
     def tool(self) -> str:
@@ -129,10 +131,17 @@ def blocks(text: str) -> list[Block]:
             continue
         printed = match["label"].strip()
         label = printed.lower()
+        value = match["value"]
+        first, _, rest = value.partition(" ")
+        if NUMBER.match(first.replace(",", "")) and rest.strip():
+            # a number with the author's mark after it ("27.44   <========" in a thread)
+            value = first
+            if current is not None:
+                current.annotations.append(f"line {number}: {rest.strip()!r} after {printed}")
         if current is not None:
-            current.values.setdefault(label, (match["value"], number, printed))
+            current.values.setdefault(label, (value, number, printed))
         elif label in CONCURRENCY | RATE:
-            above[label] = (match["value"], number, printed)
+            above[label] = (value, number, printed)
     return found
 
 
@@ -241,8 +250,12 @@ def parse_text(
                 f"{'names' if block.tool == 'sglang' else 'has no'} 'Backend:'): import it "
                 f"with --format {block.tool}"
             )
+        if not block.values and not block.closed:  # the paste ends inside the header
+            notes.append(f"line {block.line}: a report cut before its first figure, left out")
+            continue
         found_point, unknown = point(path, block, gpus)
         if unknown:
             notes.append(f"line {block.line}: not read: {', '.join(unknown)}")
+        notes += [f"{a}: left out (not the tool's)" for a in block.annotations]
         points.append(found_point)
     return keep_apart(points, notes), notes
