@@ -151,3 +151,13 @@ def test_a_mark_after_a_value_and_a_report_cut_in_its_header_are_said():
         "(not the tool's)",
         "vllm_pr31826_annotated_cut.txt: line 32: a report cut before its first figure, left out",
     ]
+
+
+def test_a_report_trimmed_by_its_author_reads_what_it_kept():
+    """Hy3-FP8 TP4 on 4×GB300 as vLLM's recipe shows it: no section rules, no token totals,
+    no P99 ITL (the author kept 16 lines); the numbers it kept are the point's."""
+    (point,) = _points("vllm_recipes_hy3_4xgb300_trimmed.txt").values()
+    assert (point.id, point.requests, point.failed, point.duration_s) == ("c32", 160, 0, 175.37)
+    assert point.metrics["ttft_ms"] == {"mean": 2352.29, "median": 505.64, "p99": 14538.85}
+    assert point.metrics["itl_ms"] == {"mean": 36.26, "median": 24.09}
+    assert point.metrics["output_throughput"] == {"value": 934.26}
