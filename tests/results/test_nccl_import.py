@@ -81,6 +81,31 @@ def test_launcher_prefixes_are_stripped():
     assert labelled.rows[0].inplace_busbw_gbs == 87.38 and labelled.rows[0].wrong is None
 
 
+# kubectl's own prefixes, as real kubectl output shows them: ``--prefix`` in
+# kubernetes/kubernetes pull request #123874 ("[pod/y-844fbc9777-vhl79/nginx] …") and
+# ``--timestamps`` in MTDL9/vim-log-highlighting pull request #17
+# ("2023-08-17T07:52:26.131134150Z …"); kubectl writes the pod prefix first
+KUBECTL = {
+    "--prefix": "[pod/y-844fbc9777-vhl79/nginx] ",
+    "--timestamps": "2023-08-17T07:52:26.131134150Z ",
+    "--prefix --timestamps": "[pod/y-844fbc9777-vhl79/nginx] 2023-08-17T07:52:26.131134150Z ",
+}
+
+
+@pytest.mark.parametrize("flags", sorted(KUBECTL))
+def test_kubectl_log_prefixes_are_stripped(flags, tmp_path):
+    """The MI300X 2-node output as ``kubectl logs`` of its launcher pod prints it with
+    ``flags`` (the prefix on every line, as kubectl puts it): the same run."""
+    plain = DATA / "rccl_all_reduce_mi300x_2node_16gpu.txt"
+    path = tmp_path / plain.name  # the collective is named by the file here, as there
+    path.write_text(
+        "".join(KUBECTL[flags] + line + "\n" for line in plain.read_text().splitlines())
+    )
+    (found,) = parse([path], "rccl-tests").collectives
+    (expected,) = parse([plain], "rccl-tests").collectives
+    assert found.model_dump(exclude={"source_file"}) == expected.model_dump(exclude={"source_file"})
+
+
 def test_a_table_before_2_10_is_read_by_its_header_with_a_caveat():
     """No root column and an 'error' column (the largest error, starred above tolerance):
     read by the table's own header, wrong 0 where nothing is starred, and said."""

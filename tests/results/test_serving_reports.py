@@ -93,11 +93,17 @@ def test_sglang_reports_cut_where_the_thread_store_cut_them_say_so():
 
 def test_launcher_and_logging_prefixes_are_stripped(tmp_path):
     """The MI300X report as a Python logger prints it (the prefix of SGLang's report in
-    Ascend/sglang issue #129: ``2026-03-19 20:42:17,548 - INFO - ``) and as
-    ``mpirun --tag-output`` does: the same point."""
+    Ascend/sglang issue #129: ``2026-03-19 20:42:17,548 - INFO - ``), as
+    ``mpirun --tag-output`` does and as ``kubectl logs --prefix --timestamps`` does: the
+    same point."""
     text = (D / "vllm_recipes_ministral3_14b_mi300x.txt").read_text()
     plain = _points("vllm_recipes_ministral3_14b_mi300x.txt")["c32"]
-    for prefix in ("2026-03-19 20:42:17,548 - INFO - ", "[1,0]<stdout>:"):
+    for prefix in (
+        "2026-03-19 20:42:17,548 - INFO - ",
+        "[1,0]<stdout>:",
+        # kubectl logs --prefix --timestamps, as tests/results/test_nccl_import.py quotes them
+        "[pod/y-844fbc9777-vhl79/nginx] 2023-08-17T07:52:26.131134150Z ",
+    ):
         path = tmp_path / "prefixed.txt"
         path.write_text("".join(prefix + line + "\n" for line in text.splitlines()))
         (point,) = parse([path], "vllm").serving[0].points

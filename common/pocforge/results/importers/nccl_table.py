@@ -14,7 +14,9 @@ reads alike: nccl-tests before 2.10 has no ``root`` column (or, for rooted colle
 where later versions count ``#wrong``; ``alltoall`` prints ``N/A`` for the in-place count.
 
 Lines may carry a launcher's prefix, stripped first: ``mpirun --tag-output``
-(``[1,0]<stdout>:``, the default of Kubeflow's MPIJob) and ``srun --label`` (``0: ``).
+(``[1,0]<stdout>:``, the default of Kubeflow's MPIJob), ``srun --label`` (``0: ``) and
+``kubectl logs``' own, ``--prefix`` (``[pod/<pod>/<container>] ``) and ``--timestamps``
+(RFC 3339 with nanoseconds, ``2023-08-17T07:52:26.131134150Z ``), alone or together.
 Engineers grep several runs into one file
 (1, 2, 4, 8 nodes): each run is read on its own, split where a run starts (its version,
 "Collective test starting" or ``# nThread`` line) or where a table follows a finished one.
@@ -29,7 +31,9 @@ from dataclasses import dataclass, field
 
 PREFIX = re.compile(
     r"^(?:\[\d+,\d+\]<std(?:out|err)>:"  # mpirun --tag-output
-    r"|\s*\d+: )"  # srun --label
+    r"|\s*\d+: "  # srun --label
+    r"|\[pod/[^/\]\s]+/[^\]\s]+\] "  # kubectl logs --prefix: [pod/<pod>/<container>]
+    r"|\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z )+"  # kubectl logs --timestamps
 )
 _RANK = re.compile(r"^#\s*Rank\s+(\d+)\b.*?\bon\s+(\S+)\s+device\s+(\d+)\s+\[([^\]]*)\]\s*(.*)$")
 _NUM = re.compile(r"^-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")

@@ -29,7 +29,8 @@ What the printed report cannot give is said on every point: values rounded to 0.
 printed), no per-request data (so verdicts are point verdicts), no tool version. A block
 cut before its closing rule imports what it has, said; a template (``xxx.xx``,
 ``<value>``) or a value that is not a number is refused naming the line. Lines may carry a
-prefix, stripped first: ``mpirun --tag-output``, ``srun --label``, Python logging's
+prefix, stripped first: ``mpirun --tag-output``, ``srun --label``, ``kubectl logs
+--prefix/--timestamps`` (the launchers' prefixes of :mod:`nccl_table`), Python logging's
 ``2026-03-19 20:42:17,548 - INFO - `` and indentation (a report quoted in Markdown or YAML).
 """
 
