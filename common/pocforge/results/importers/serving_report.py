@@ -46,7 +46,6 @@ from pocforge.results.stage_schema import ServingPoint
 
 HEADER = re.compile(r"^=+\s*Serving Benchmark Result\s*=+$")
 CLOSING = re.compile(r"^={10,}$")
-RULE = re.compile(r"^-{3,}.*-{3,}$")
 LOGGING = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} - \w+ - ")
 LINE = re.compile(r"^(?P<label>[A-Za-z][^:]*?)\s*:\s+(?P<value>\S.*?)\s*$")
 NUMBER = re.compile(r"^-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?$")
@@ -71,8 +70,8 @@ COUNTS = {"successful requests", "failed requests", "benchmark duration (s)"}
 CONCURRENCY = {
     "maximum request concurrency",
     "max request concurrency",
-    "max reqeuest concurrency",
-}  # fmt: skip  (SGLang spelled it so until 2025)
+    "max reqeuest concurrency",  # SGLang's spelling until 2025
+}
 RATE = {"traffic request rate", "request rate configured (rps)"}
 # read and deliberately not kept: token totals, SGLang's input throughput and mean
 # in-flight concurrency, vLLM's peaks and the burstiness of its arrival process
