@@ -66,7 +66,7 @@ def _point(data: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
     rate = float(rate) if isinstance(rate, int | float) else None  # "inf" stays closed loop
     pid, mode, value = point_id(concurrency, rate)
     completed = int(data["completed"])
-    # vLLM before 0.9 counted no failures in its result: unknown, not zero
+    # no "failed" key (benchmark_serving of May 2025 wrote none): failures unknown, not zero
     failed = int(data["failed"] or 0) if "failed" in data else None
     metrics: dict[str, dict[str, float | None]] = {
         m: percentile_stats(data, m.removesuffix("_ms"), m)
@@ -77,7 +77,7 @@ def _point(data: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
         "request_throughput": data.get("request_throughput"),
         "output_throughput": data.get("output_throughput"),
         "total_token_throughput": data.get("total_token_throughput"),
-        # vLLM 0.6.4 to 0.8 wrote the key with a stray colon
+        # benchmark_serving wrote this key with a stray colon for a while (the L40S file of May 2025)
         "goodput": data.get("request_goodput", data.get("request_goodput:")),
         "error_rate": failed / (completed + failed)
         if failed is not None and completed + failed
