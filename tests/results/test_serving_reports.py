@@ -22,8 +22,9 @@ def _points(name: str, fmt: str = "vllm") -> dict:
 
 
 def test_vllm_on_mi300x_with_failed_and_concurrency_lines_inside_the_report():
-    """vllm bench serve against Ministral-3-14B on one MI300X (vLLM's recipes): the report of
-    vLLM 0.11 on, which prints failed requests and the concurrency limit inside the block."""
+    """vllm bench serve against Ministral-3-14B on one MI300X (vLLM's recipes), a report that
+    prints its failed requests (since vLLM pull request #26478, October 2025) and its
+    concurrency limit inside the block."""
     (point,) = _points("vllm_recipes_ministral3_14b_mi300x.txt").values()
     assert (point.id, point.mode, point.value) == ("c32", "concurrency", 32.0)
     assert (point.requests, point.failed, point.duration_s) == (100, 0, 52.76)
