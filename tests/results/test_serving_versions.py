@@ -174,3 +174,27 @@ def test_vllm_results_appended_to_one_file_are_told_apart_by_their_metadata():
     assert "error_rate" not in base.metrics and "goodput" not in base.metrics
     assert points["point-kvcache"].metrics["output_throughput"]["value"] == 11011.349280220396
     assert result.model == "meta-llama/Llama-3.2-3B-Instruct"
+
+
+MI355X_PD = D / "vllm-mi355x-pd"
+
+
+def test_a_vllm_sweep_on_mi355x_disaggregated_reads_as_printed():
+    """InferenceX's copy of vLLM's benchmark_serving against vLLM prefill/decode
+    disaggregated over MoRI-IO on two nodes of 8×MI355X (gpt-oss-120b, 1k/1k, April 2026):
+    three files of one sweep are one result of three points; this copy counts no failures
+    and writes ``"request_goodput:": null``."""
+    files = sorted(MI355X_PD.glob("*.json"))
+    (result,) = parse(files, "vllm", gpus=16).serving
+    points = {p.id: p for p in result.points}
+    assert sorted(points) == ["c256", "c32", "c4"]
+    c256 = points["c256"]
+    assert (c256.requests, c256.failed, c256.duration_s) == (2560, None, 187.5680166000966)
+    assert c256.metrics["output_throughput"]["value"] == 13975.943487151262
+    assert c256.metrics["output_throughput_per_gpu"]["value"] == pytest.approx(
+        13975.943487151262 / 16
+    )
+    assert c256.metrics["ttft_ms"]["median"] == 215.23276844527572
+    assert c256.metrics["tpot_ms"]["p99"] == 17.904399000923036
+    assert "goodput" not in c256.metrics and "error_rate" not in c256.metrics
+    assert points["c4"].metrics["output_throughput"]["value"] == 459.21607175182197
