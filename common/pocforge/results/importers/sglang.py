@@ -141,7 +141,7 @@ def _apart(rows: list[tuple[dict[str, Any], ServingPoint]]) -> tuple[list[Servin
     """The points of every run: those at one load point told apart by their dataset, and
     by its shape where one dataset ran at several (a sweep of input/output lengths at
     ``inf``, as SGLang's offline benchmarks append them); a rerun of the same point and
-    workload replaces the earlier one, said."""
+    workload is kept beside the first (``…-2``), said."""
     workloads: dict[str, set[tuple[str, str]]] = {}
     for row, point in rows:
         workloads.setdefault(point.id, set()).add(_workload(row))
