@@ -198,3 +198,30 @@ def test_a_vllm_sweep_on_mi355x_disaggregated_reads_as_printed():
     assert c256.metrics["tpot_ms"]["p99"] == 17.904399000923036
     assert "goodput" not in c256.metrics and "error_rate" not in c256.metrics
     assert points["c4"].metrics["output_throughput"]["value"] == 459.21607175182197
+
+
+def test_a_detailed_result_appended_twice_keeps_each_runs_records(tmp_path):
+    """vLLM's ``--append-result`` writes a second run of the same point to the same file
+    (here the real c1 file's run twice, as that flag appends it): two points, c1 and c1-2,
+    each with its own per-request file in the run it imports into."""
+    import json
+
+    from pocforge.results.importers import import_files
+    from pocforge.results.store import RunStore
+
+    run = json.loads((D / "vllm-c1.json").read_text())
+    path = tmp_path / "appended.json"
+    path.write_text(json.dumps(run) + "\n" + json.dumps(run) + "\n")
+    (result,) = parse([path], "vllm").serving
+    assert [(p.id, p.records_file) for p in result.points] == [
+        ("c1", "requests-c1.jsonl"),
+        ("c1-2", "requests-c1-2.jsonl"),
+    ]
+    written = import_files([path], "vllm", store=RunStore(tmp_path / "runs"), workload="chat")
+    folder = written.path / "serving" / "chat"
+    for name in ("requests-c1.jsonl", "requests-c1-2.jsonl"):
+        lines = (folder / name).read_text().splitlines()
+        assert len(lines) == run["completed"] + (run.get("failed") or 0)
+        assert json.loads(lines[0])["point"] == name.removeprefix("requests-").removesuffix(
+            ".jsonl"
+        )

@@ -118,6 +118,12 @@ def honest_point(point: ServingPoint) -> ServingPoint:
     )
 
 
+def renamed(point: ServingPoint, new: str) -> ServingPoint:
+    """``point`` under id ``new``, its per-request file (named by the id) with it."""
+    records = f"requests-{new}.jsonl" if point.records_file else None
+    return point.model_copy(update={"id": new, "records_file": records})
+
+
 def keep_apart(points: list[ServingPoint], notes: list[str]) -> list[ServingPoint]:
     """Points that still share an id (a rerun appended to the same file, a before/after
     pasted together) stay apart, in their order: ``c8``, ``c8-2``; each said in ``notes``.
@@ -131,7 +137,7 @@ def keep_apart(points: list[ServingPoint], notes: list[str]) -> list[ServingPoin
             notes.append(
                 f"point {point.id}: run {seen[point.id]} at the same load point kept as {new}"
             )
-            point = point.model_copy(update={"id": new})
+            point = renamed(point, new)
         out.append(point)
     return out
 

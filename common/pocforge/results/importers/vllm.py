@@ -11,6 +11,7 @@ the serving benchmark's format, so verdicts get bootstrap intervals; where a fil
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from pocforge.results.importers.common import (
     point_id,
     read_json,
     read_json_lines,
+    renamed,
     require,
     sort_points,
 )
@@ -218,8 +220,9 @@ def _labelled(rows: list[dict[str, Any]], points: list[ServingPoint]) -> list[Se
             and all(isinstance(r.get(k), str) for r in peers)
             and len({r.get(k) for r in peers}) > 1
         )
-        if keys:
-            point = point.model_copy(update={"id": "-".join([point.id, *(data[k] for k in keys)])})
+        if keys:  # a metadata value may hold a "/" (a model path): not in a file name
+            label = "-".join([point.id, *(data[k] for k in keys)])
+            point = renamed(point, re.sub(r"[^A-Za-z0-9._-]+", "_", label))
         out.append(point)
     return out
 
