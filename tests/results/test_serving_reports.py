@@ -168,3 +168,20 @@ def test_a_report_trimmed_by_its_author_reads_what_it_kept():
     assert point.metrics["ttft_ms"] == {"mean": 2352.29, "median": 505.64, "p99": 14538.85}
     assert point.metrics["itl_ms"] == {"mean": 36.26, "median": 24.09}
     assert point.metrics["output_throughput"] == {"value": 934.26}
+
+
+def test_sglang_reports_on_mi300x_and_h200_as_the_cookbook_prints_them():
+    """SGLang's cookbook, Gemma 4: gemma-4-31B-it on one MI300X (latency at concurrency 1,
+    throughput at 100), gemma-4-E2B-it on one H200 (a text and an image run at concurrency
+    1, told apart by their ``Backend:``), each report as the authors trimmed it (no rules)."""
+    mi300x = _points("sglang_cookbook_gemma4_31b_1xmi300x.txt", "sglang")
+    assert sorted(mi300x) == ["c1", "c100"]
+    c100 = mi300x["c100"]
+    assert (c100.requests, c100.duration_s) == (1000, 441.59)
+    assert c100.metrics["output_throughput"] == {"value": 1156.85}
+    assert c100.metrics["ttft_ms"] == {"mean": 819.22}
+    assert mi300x["c1"].metrics["ttft_ms"] == {"mean": 152.35, "median": 169.66}
+    h200 = _points("sglang_cookbook_gemma4_e2b_1xh200.txt", "sglang")
+    assert sorted(h200) == ["c1-sglang", "c1-sglang-oai-chat", "c100"]
+    assert h200["c1-sglang"].metrics["ttft_ms"] == {"mean": 50.19, "median": 54.22}
+    assert h200["c1-sglang-oai-chat"].metrics["ttft_ms"] == {"mean": 109.59, "median": 112.62}

@@ -40,7 +40,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pocforge.results.importers.common import ResultImportError, keep_apart, point_id
+from pocforge.results.importers.common import ResultImportError, keep_apart, point_id, renamed
 from pocforge.results.importers.nccl_table import PREFIX as LAUNCHER_PREFIX
 from pocforge.results.stage_schema import ServingPoint
 
@@ -241,6 +241,7 @@ def parse_text(
     if not found:
         raise ResultImportError(f"{path}: no 'Serving Benchmark Result' report in the text")
     points: list[ServingPoint] = []
+    backends: list[str] = []
     notes: list[str] = []
     for block in found:
         if block.tool != tool:
@@ -258,4 +259,16 @@ def parse_text(
             notes.append(f"line {block.line}: not read: {', '.join(unknown)}")
         notes += [f"{a}: left out (not the tool's)" for a in block.annotations]
         points.append(found_point)
-    return keep_apart(points, notes), notes
+        backends.append(block.values.get("backend", ("", 0, ""))[0])
+    return keep_apart(_by_backend(points, backends), notes), notes
+
+
+def _by_backend(points: list[ServingPoint], backends: list[str]) -> list[ServingPoint]:
+    """Reports at one load point against different endpoints (SGLang's ``Backend:``: a
+    text run on ``sglang`` and an image run on ``sglang-oai-chat``) are told apart by it:
+    ``c1-sglang``, ``c1-sglang-oai-chat``."""
+    out = []
+    for point, backend in zip(points, backends, strict=True):
+        peers = {b for p, b in zip(points, backends, strict=True) if p.id == point.id}
+        out.append(renamed(point, f"{point.id}-{backend}") if len(peers) > 1 else point)
+    return out
