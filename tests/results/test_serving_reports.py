@@ -185,3 +185,21 @@ def test_sglang_reports_on_mi300x_and_h200_as_the_cookbook_prints_them():
     assert sorted(h200) == ["c1-sglang", "c1-sglang-oai-chat", "c100"]
     assert h200["c1-sglang"].metrics["ttft_ms"] == {"mean": 50.19, "median": 54.22}
     assert h200["c1-sglang-oai-chat"].metrics["ttft_ms"] == {"mean": 109.59, "median": 112.62}
+
+
+def test_a_full_sglang_0_5_7_sweep_on_mi300x():
+    """SGLang 0.5.7's complete reports (every section, P95/Max ITL) for Ministral-3-14B TP1
+    on an MI300X node at concurrency 1, 16 and 100 (SGLang's cookbook): three points."""
+    points = _points("sglang_cookbook_ministral3_14b_1xmi300x_0.5.7.txt", "sglang")
+    assert sorted(points) == ["c1", "c100", "c16"]
+    c16 = points["c16"]
+    assert (c16.requests, c16.duration_s, c16.failed) == (80, 31.2, None)
+    assert c16.metrics["itl_ms"] == {
+        "mean": 9.96,
+        "median": 9.1,
+        "p95": 9.87,
+        "p99": 51.39,
+        "max": 888.63,
+    }
+    assert c16.metrics["e2el_ms"] == {"mean": 5351.07, "median": 5626.45}
+    assert points["c100"].metrics["output_throughput"] == {"value": 2846.91}
