@@ -23,6 +23,7 @@ from typing import Any
 from pocforge.results.importers.common import (
     Imported,
     ResultImportError,
+    add_point,
     point_id,
     read_json,
     sort_points,
@@ -210,9 +211,7 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
         if not isinstance(data, dict):
             raise ResultImportError(f"{path}: not an AIPerf profile_export_aiperf.json")
         point = _point(data, path, gpus)
-        if any(p.id == point.id for p in points):
-            raise ResultImportError(f"{path}: a second result for point {point.id}")
-        points.append(point)
+        add_point(points, point, path)
         version = version or data.get("aiperf_version")
         names = ((data.get("input_config") or {}).get("endpoint") or {}).get("model_names")
         model = model or (names[0] if isinstance(names, list) and names else None)

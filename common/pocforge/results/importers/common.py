@@ -39,18 +39,33 @@ class Imported:
     kernel_files: dict[str, Path] = field(default_factory=dict)
 
 
-def read_json(path: Path) -> Any:
+def read_text(path: Path) -> str:
+    """A result file's text, read once: an importer that takes two forms (a printed report
+    or a JSON file) tells them apart on this text, never by reading the file again."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        return Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise ResultImportError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ResultImportError(
+            f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
+
+
+def parse_json(path: Path, text: str) -> Any:
+    try:
+        return json.loads(text)
     except ValueError as exc:
         raise ResultImportError(f"{path}: not valid JSON ({exc})") from None
 
 
-def read_json_lines(path: Path) -> list[dict[str, Any]]:
-    """A JSON object per line (SGLang appends one per run), or one JSON object."""
-    text = Path(path).read_text(encoding="utf-8")
+def read_json(path: Path) -> Any:
+    return parse_json(path, read_text(path))
+
+
+def json_lines(path: Path, text: str) -> list[dict[str, Any]]:
+    """``path``'s ``text`` as a JSON object per line (SGLang appends one per run), or one
+    JSON object."""
     try:
         data = json.loads(text)
         return data if isinstance(data, list) else [data]
@@ -64,6 +79,14 @@ def read_json_lines(path: Path) -> list[dict[str, Any]]:
             except ValueError:
                 raise ResultImportError(f"{path}:{number}: not a JSON object per line") from None
     return rows
+
+
+def add_point(points: list[ServingPoint], point: ServingPoint, path: Path) -> None:
+    """``point`` added to ``points``; a second result for one point is refused, never one
+    silently kept over the other."""
+    if any(p.id == point.id for p in points):
+        raise ResultImportError(f"{path}: a second result for point {point.id}")
+    points.append(point)
 
 
 def require(data: dict[str, Any], keys: tuple[str, ...], path: Path, tool: str) -> None:

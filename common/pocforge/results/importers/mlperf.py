@@ -53,7 +53,8 @@ DIFFERENCES = [
 ]
 
 
-def _summary(path: Path) -> dict[str, str]:
+def _summary(path: Path) -> tuple[dict[str, str], str]:
+    """The summary's ``key : value`` fields, and its text (its closing lines say more)."""
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -68,7 +69,7 @@ def _summary(path: Path) -> dict[str, str]:
     for line in text.splitlines():
         if m := _LINE.match(line):
             found.setdefault(m["key"].strip(), m["value"])
-    return found
+    return found, text
 
 
 def _reported(text: str) -> list[str]:
@@ -104,7 +105,7 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
         differences=DIFFERENCES,
     )
     for path in paths:
-        fields = _summary(path)
+        fields, text = _summary(path)
         scenario = fields.get("Scenario")
         tokens = _number(fields, "Completed tokens per second", "Tokens per second")
         if scenario is None or tokens is None:
@@ -138,7 +139,7 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
         ]
         if limits and scenario != "Offline":
             caveats.append(f"MLPerf {scenario} scenario: {', '.join(limits)}")
-        caveats += _reported(Path(path).read_text(encoding="utf-8"))
+        caveats += _reported(text)
         result.points.append(
             ServingPoint(
                 id=scenario.lower(),

@@ -226,10 +226,9 @@ def point(path: Path, block: Block, gpus: int | None = None) -> tuple[ServingPoi
     return found, unknown
 
 
-def read(path: Path) -> str | None:
-    """``path``'s text when it holds a printed report (not a JSON result), else None."""
-    text = Path(path).read_text(encoding="utf-8", errors="replace")
-    return text if any(HEADER.match(_clean(line)) for line in text.splitlines()) else None
+def holds_report(text: str) -> bool:
+    """Whether a result file's text holds a printed report (not a JSON result)."""
+    return any(HEADER.match(_clean(line)) for line in text.splitlines())
 
 
 def parse_text(

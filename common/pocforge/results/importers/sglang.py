@@ -29,10 +29,11 @@ from pocforge.results.importers import serving_report
 from pocforge.results.importers.common import (
     Imported,
     ResultImportError,
+    json_lines,
     keep_apart,
     percentile_stats,
     point_id,
-    read_json_lines,
+    read_text,
     require,
     sort_points,
 )
@@ -165,13 +166,13 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
     said: list[str] = []
     model = None
     for path in paths:
-        report = serving_report.read(path)
-        if report is not None:  # the printed report, as pasted
-            found, notes = serving_report.parse_text(path, report, TOOL, gpus)
+        text = read_text(path)
+        if serving_report.holds_report(text):  # the printed report, as pasted
+            found, notes = serving_report.parse_text(path, text, TOOL, gpus)
             printed += found
             said += [f"{path.name}: {n}" for n in notes]
             continue
-        rows = read_json_lines(path)
+        rows = json_lines(path, text)
         if not rows or not all(isinstance(r, dict) for r in rows):
             raise ResultImportError(f"{path}: not an sglang bench_serving result (no JSON objects)")
         for row in rows:

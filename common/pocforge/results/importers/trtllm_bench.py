@@ -26,7 +26,12 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pocforge.results.importers.common import Imported, ResultImportError, sort_points
+from pocforge.results.importers.common import (
+    Imported,
+    ResultImportError,
+    add_point,
+    sort_points,
+)
 from pocforge.results.stage_schema import DefinitionDifference, ServingPoint, ServingResult
 
 TOOL = "trtllm-bench"
@@ -346,9 +351,7 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
         path = Path(path)
         report = _read(path)
         point, point_notes = _point(report, path, gpus)
-        if any(p.id == point.id for p in points):
-            raise ResultImportError(f"{path}: a second result for point {point.id}")
-        points.append(point)
+        add_point(points, point, path)
         notes.extend(point_notes)
         engine = engine or (report.get("engine") or {})
         machine = machine or (report.get("machine") or {})

@@ -19,11 +19,13 @@ from pocforge.results.importers import serving_report
 from pocforge.results.importers.common import (
     Imported,
     ResultImportError,
+    add_point,
+    json_lines,
     keep_apart,
+    parse_json,
     percentile_stats,
     point_id,
-    read_json,
-    read_json_lines,
+    read_text,
     renamed,
     require,
     sort_points,
@@ -159,17 +161,17 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
     model = None
     notes: list[str] = []
     for path in paths:
-        report = serving_report.read(path)
-        if report is not None:  # the printed report, as pasted
-            found, said = serving_report.parse_text(path, report, TOOL, gpus)
+        text = read_text(path)
+        if serving_report.holds_report(text):  # the printed report, as pasted
+            found, said = serving_report.parse_text(path, text, TOOL, gpus)
             for point in found:
-                _add(points, point, path)
+                add_point(points, point, path)
             notes += [f"{path.name}: {n}" for n in said]
             continue
-        rows = _results(path)
+        rows = _results(path, text)
         found = _labelled(rows, [_point(data, path, gpus) for data in rows])
         for data, point in zip(rows, keep_apart(found, notes), strict=True):
-            _add(points, point, path)
+            add_point(points, point, path)
             model = model or data.get("model_id")
             version = version or data.get("vllm_version")
             if "ttfts" in data and "itls" in data:
@@ -189,13 +191,13 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
     return Imported(tool=TOOL, serving=[result], records={workload: recs} if recs else {})
 
 
-def _results(path: Path) -> list[dict[str, Any]]:
+def _results(path: Path, text: str) -> list[dict[str, Any]]:
     """A result file's runs: one JSON object, or one per line (``--append-result`` appends
     each run to the same file)."""
     try:
-        rows = read_json_lines(path)
+        rows = json_lines(path, text)
     except ResultImportError:
-        read_json(path)  # the JSON error of the whole file, which says more
+        parse_json(path, text)  # the JSON error of the whole file, which says more
         raise
     if not rows or not all(isinstance(row, dict) for row in rows):
         raise ResultImportError(f"{path}: not a vllm bench serve result (expected a JSON object)")
@@ -225,9 +227,3 @@ def _labelled(rows: list[dict[str, Any]], points: list[ServingPoint]) -> list[Se
             point = renamed(point, re.sub(r"[^A-Za-z0-9._-]+", "_", label))
         out.append(point)
     return out
-
-
-def _add(points: list[ServingPoint], point: ServingPoint, path: Path) -> None:
-    if any(p.id == point.id for p in points):
-        raise ResultImportError(f"{path}: a second result for point {point.id}")
-    points.append(point)
