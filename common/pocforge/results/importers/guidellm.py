@@ -7,6 +7,9 @@ token-weighted distributions (each request counted once per output token), so th
 percentiles lean towards long answers. ``request_latency`` is in seconds. Its
 ``*_per_second`` means are means of instantaneous rates; totals / duration (our
 definition) are computed from its token counts instead.
+
+A file that is not JSON is read as GuideLLM's printed report
+(:mod:`pocforge.results.importers.guidellm_report`), with the same definitions.
 """
 
 from __future__ import annotations
@@ -14,7 +17,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pocforge.results.importers.common import Imported, ResultImportError, read_json, sort_points
+from pocforge.results.importers import guidellm_report
+from pocforge.results.importers.common import (
+    Imported,
+    ResultImportError,
+    keep_apart,
+    parse_json,
+    read_text,
+    sort_points,
+)
 from pocforge.results.stage_schema import DefinitionDifference, ServingPoint, ServingResult
 
 TOOL = "guidellm"
@@ -77,6 +88,23 @@ def _total(entry: Any) -> float | None:
     return float(s["total_sum"]) if isinstance(s, dict) and "total_sum" in s else None
 
 
+def load_point(kind: str, setting: str) -> tuple[str, str, float | None]:
+    """A benchmark's point from its strategy: its kind (``concurrent``, ``constant`` …) and
+    setting (streams or rate), as the JSON holds them and the printed report names them
+    (``concurrent@8``, ``constant@0.69``)."""
+    try:
+        number = float(setting) if setting else None
+    except ValueError:
+        number = None
+    if kind == "synchronous":
+        return "c1", "concurrency", 1.0
+    if kind == "concurrent" and number:
+        return f"c{number:g}", "concurrency", number
+    if kind in ("constant", "poisson", "async") and number:
+        return f"r{number:g}", "rate", number
+    return kind, "unknown", None
+
+
 def _point(bench: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
     try:
         strategy = bench["config"]["strategy"]
@@ -86,15 +114,8 @@ def _point(bench: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
         raise ResultImportError(
             f"{path}: a benchmark without config.strategy, metrics or duration"
         ) from None
-    kind = strategy.get("type_")
-    if kind == "concurrent":
-        pid, mode, value = f"c{strategy['streams']}", "concurrency", float(strategy["streams"])
-    elif kind == "synchronous":
-        pid, mode, value = "c1", "concurrency", 1.0
-    elif kind in ("constant", "poisson", "async") and strategy.get("rate"):
-        pid, mode, value = f"r{strategy['rate']:g}", "rate", float(strategy["rate"])
-    else:
-        pid, mode, value = str(kind), "unknown", None
+    kind = str(strategy.get("type_"))
+    pid, mode, value = load_point(kind, str(strategy.get("streams") or strategy.get("rate") or ""))
     totals = m.get("request_totals") or {}
     ok, errored = int(totals.get("successful", 0)), int(totals.get("errored", 0))
     metrics: dict[str, dict[str, float | None]] = {
@@ -136,18 +157,28 @@ def _point(bench: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
 
 
 def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported:
+    """``benchmarks.json`` files or printed reports (told apart by their text); runs at one
+    load point stay apart (``c1``, ``c1-2``), never one kept over the other."""
     points: list[ServingPoint] = []
-    version = None
+    notes: list[str] = []
+    version = model = None
     for path in paths:
-        data = read_json(path)
+        text = read_text(path)
+        if not text.lstrip().startswith("{"):  # the printed report, as pasted
+            found, said, printed_version, printed_model = guidellm_report.parse_text(
+                path, text, load_point, gpus
+            )
+            points += found
+            notes += [f"{path.name}: {note}" for note in said]
+            version, model = version or printed_version, model or printed_model
+            continue
+        data = parse_json(path, text)
         if not isinstance(data, dict) or not isinstance(data.get("benchmarks"), list):
             raise ResultImportError(
                 f"{path}: not a GuideLLM benchmarks.json (no 'benchmarks' list)"
             )
         version = version or (data.get("metadata") or {}).get("guidellm_version")
-        for bench in data["benchmarks"]:
-            point = _point(bench, path, gpus)
-            points = [p for p in points if p.id != point.id] + [point]
+        points += [_point(bench, path, gpus) for bench in data["benchmarks"]]
     if not points:
         raise ResultImportError(f"{paths[0]}: the GuideLLM file holds no benchmarks")
     result = ServingResult(
@@ -155,9 +186,11 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
         tool=TOOL,
         tool_version=version,
         source_file=", ".join(p.name for p in paths),
+        model=model,
         gpus=gpus,
-        points=sort_points(points),
+        points=sort_points(keep_apart(points, notes)),
         definitions=DEFINITIONS,
         differences=DIFFERENCES,
+        notes=notes,
     )
     return Imported(tool=TOOL, serving=[result])

@@ -105,7 +105,8 @@ class Block:
         return "sglang" if "backend" in self.values else "vllm"
 
 
-def _clean(raw: str) -> str:
+def clean(raw: str) -> str:
+    """A printed line without its launcher or logging prefix and indentation."""
     line = LOGGING.sub("", LAUNCHER_PREFIX.sub("", raw.rstrip("\r\n")))
     return line.strip()
 
@@ -117,7 +118,7 @@ def blocks(text: str) -> list[Block]:
     above: dict[str, tuple[str, int, str]] = {}
     current: Block | None = None
     for number, raw in enumerate(text.splitlines(), 1):
-        line = _clean(raw)
+        line = clean(raw)
         if HEADER.match(line):
             current = Block(line=number, above=above)
             found.append(current)
@@ -228,7 +229,7 @@ def point(path: Path, block: Block, gpus: int | None = None) -> tuple[ServingPoi
 
 def holds_report(text: str) -> bool:
     """Whether a result file's text holds a printed report (not a JSON result)."""
-    return any(HEADER.match(_clean(line)) for line in text.splitlines())
+    return any(HEADER.match(clean(line)) for line in text.splitlines())
 
 
 def parse_text(
