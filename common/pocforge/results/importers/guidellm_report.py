@@ -50,11 +50,8 @@ MODEL = re.compile(r"\bbackend_model='(?P<model>[^']+)'")
 SAVED = re.compile(r"^Benchmarks report saved to (?P<path>\S+)")
 # a benchmark's kind and setting ("constant", "0.69") -> its point id, mode and value
 LoadPoint = Callable[[str, str], tuple[str, str, float | None]]
-# layouts of other releases, told by a title of theirs
-OTHER_LAYOUTS = {
-    "Performance Stats by Benchmark": "GuideLLM 0.1's report (its rich tables)",
-    "Run Summary Info": "the report of GuideLLM 0.4 and later",
-}
+# the report of GuideLLM 0.4 and later, told by the title of its first table
+LATER_LAYOUT = "Run Summary Info"
 PRINTED = (
     "read from GuideLLM's printed report: values as rounded there, mean, median and p99 "
     "only, no per-request data (point verdicts only)"
@@ -267,10 +264,9 @@ def parse_text(
             (m["path"] for m in map(SAVED.match, map(clean, text.splitlines())) if m), None
         )
         hint = f"import {saved}, the JSON this run saved" if saved else "import its JSON output"
-        layout = next((name for title, name in OTHER_LAYOUTS.items() if title in text), None)
         what = (
-            f"{layout}, which this reader does not read"
-            if layout
+            "the report of GuideLLM 0.4 or later, which this reader does not read"
+            if LATER_LAYOUT in text
             else "no 'Benchmarks Stats' table"
         )
         raise ResultImportError(f"{path}: {what}: {hint}")
