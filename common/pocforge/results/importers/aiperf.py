@@ -23,6 +23,7 @@ from typing import Any
 from pocforge.results.importers.common import (
     Imported,
     ResultImportError,
+    add_interactivity,
     add_point,
     point_id,
     read_json,
@@ -186,8 +187,7 @@ def _point(data: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
         metrics["output_throughput_per_gpu"] = {
             "value": metrics["output_throughput"]["value"] / gpus
         }
-    if metrics.get("tpot_ms", {}).get("median"):
-        metrics["interactivity"] = {"median": 1000.0 / metrics["tpot_ms"]["median"]}
+    add_interactivity(metrics)
     duration = (data.get("benchmark_duration") or {}).get("avg")
     if data.get("was_cancelled"):
         caveats.append("AIPerf reports the profile run was cancelled")

@@ -125,6 +125,13 @@ def point_id(concurrency: Any, rate: Any) -> tuple[str, str, float | None]:
     return "point", "unknown", None
 
 
+def add_interactivity(metrics: dict[str, dict[str, float | None]]) -> None:
+    """Tokens per second one user sees (1000 / median TPOT), where the TPOT is known."""
+    median = metrics.get("tpot_ms", {}).get("median")
+    if median:
+        metrics["interactivity"] = {"median": 1000.0 / median}
+
+
 def honest_point(point: ServingPoint) -> ServingPoint:
     """A point where no request completed is ``failed``: the latencies and rates a tool
     prints over no requests (vLLM: 0.0 ms, the best point on any chart) are not a run's,

@@ -21,6 +21,7 @@ from pocforge.results.importers import guidellm_report
 from pocforge.results.importers.common import (
     Imported,
     ResultImportError,
+    add_interactivity,
     keep_apart,
     parse_json,
     read_text,
@@ -125,20 +126,17 @@ def _point(bench: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
         "e2el_ms": _dist(m.get("request_latency"), 1000.0),
     }
     metrics = {k: v for k, v in metrics.items() if v}
-    out_tokens = _total(m.get("output_token_count"))
-    all_tokens = _total(m.get("total_token_count"))
-    if duration > 0:
-        metrics["request_throughput"] = {"value": ok / duration}
-        if out_tokens is not None:
-            metrics["output_throughput"] = {"value": out_tokens / duration}
-            if gpus:
-                metrics["output_throughput_per_gpu"] = {"value": out_tokens / duration / gpus}
-        if all_tokens is not None:
-            metrics["total_token_throughput"] = {"value": all_tokens / duration}
-    if ok + errored:
-        metrics["error_rate"] = {"value": errored / (ok + errored)}
-    if metrics.get("tpot_ms", {}).get("median"):
-        metrics["interactivity"] = {"median": 1000.0 / metrics["tpot_ms"]["median"]}
+    metrics.update(
+        guidellm_report.totals_rates(
+            ok,
+            errored,
+            duration,
+            _total(m.get("output_token_count")),
+            _total(m.get("total_token_count")),
+            gpus,
+        )
+    )
+    add_interactivity(metrics)
     caveats = []
     for warning in bench.get("warnings") or []:
         text = warning.get("message") if isinstance(warning, dict) else str(warning)

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pocforge.results.importers.common import ResultImportError, honest_point
+from pocforge.results.importers.common import ResultImportError, add_interactivity, honest_point
 from pocforge.results.importers.serving_report import clean
 from pocforge.results.stage_schema import ServingPoint
 
@@ -172,6 +172,30 @@ def _stats(
     return metrics
 
 
+def totals_rates(
+    ok: int,
+    errored: int,
+    duration: float,
+    output_tokens: float | None,
+    total_tokens: float | None,
+    gpus: int | None,
+) -> dict[str, dict[str, float | None]]:
+    """GuideLLM's completed requests and tokens over the benchmark's duration (our
+    definition of its rates), and its error rate: one rule for its JSON and its report."""
+    rates: dict[str, dict[str, float | None]] = {}
+    if duration > 0:
+        rates["request_throughput"] = {"value": ok / duration}
+        if output_tokens is not None:
+            rates["output_throughput"] = {"value": output_tokens / duration}
+            if gpus:
+                rates["output_throughput_per_gpu"] = {"value": output_tokens / duration / gpus}
+        if total_tokens is not None:
+            rates["total_token_throughput"] = {"value": total_tokens / duration}
+    if ok + errored:
+        rates["error_rate"] = {"value": errored / (ok + errored)}
+    return rates
+
+
 def _rates(
     path: Path, line: int, info: dict[tuple[str, str], str], gpus: int | None
 ) -> tuple[dict[str, dict[str, float | None]], int, int, int, float]:
@@ -182,15 +206,7 @@ def _rates(
     duration = _number(path, line, info, ("Metadata", "Duration (s)"))
     output = _number(path, line, info, ("Output Tok Total", "Comp"))
     prompt = _number(path, line, info, ("Prompt Tok Total", "Comp"))
-    rates: dict[str, dict[str, float | None]] = {}
-    if duration > 0:
-        rates["request_throughput"] = {"value": ok / duration}
-        rates["output_throughput"] = {"value": output / duration}
-        rates["total_token_throughput"] = {"value": (prompt + output) / duration}
-        if gpus:
-            rates["output_throughput_per_gpu"] = {"value": output / duration / gpus}
-    if ok + errored:
-        rates["error_rate"] = {"value": errored / (ok + errored)}
+    rates = totals_rates(ok, errored, duration, output, prompt + output, gpus)
     return rates, ok, incomplete, errored, duration
 
 
@@ -237,8 +253,7 @@ def _points(
                 "unknown; rates are GuideLLM's printed means of instantaneous rates"
             )
         metrics.update(rates)
-        if metrics.get("tpot_ms", {}).get("median"):
-            metrics["interactivity"] = {"median": 1000.0 / metrics["tpot_ms"]["median"]}
+        add_interactivity(metrics)
         point = ServingPoint(
             id=pid,
             mode=mode,

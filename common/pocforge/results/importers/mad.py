@@ -15,7 +15,12 @@ import re
 from collections import defaultdict
 from pathlib import Path
 
-from pocforge.results.importers.common import Imported, ResultImportError, sort_points
+from pocforge.results.importers.common import (
+    Imported,
+    ResultImportError,
+    add_interactivity,
+    sort_points,
+)
 from pocforge.results.stage_schema import DefinitionDifference, ServingPoint, ServingResult
 
 TOOL = "mad"
@@ -95,8 +100,7 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
             metrics["output_throughput_per_gpu"] = {
                 "value": metrics["output_throughput"]["value"] / n_gpus
             }
-        if metrics.get("tpot_ms", {}).get("median"):
-            metrics["interactivity"] = {"median": 1000.0 / metrics["tpot_ms"]["median"]}
+        add_interactivity(metrics)
         point = ServingPoint(
             id=pid,
             mode=mode,

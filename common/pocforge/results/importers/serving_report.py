@@ -40,7 +40,13 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pocforge.results.importers.common import ResultImportError, keep_apart, point_id, renamed
+from pocforge.results.importers.common import (
+    ResultImportError,
+    add_interactivity,
+    keep_apart,
+    point_id,
+    renamed,
+)
 from pocforge.results.importers.nccl_table import PREFIX as LAUNCHER_PREFIX
 from pocforge.results.stage_schema import ServingPoint
 
@@ -205,8 +211,7 @@ def point(path: Path, block: Block, gpus: int | None = None) -> tuple[ServingPoi
         metrics["output_throughput_per_gpu"] = {
             "value": (metrics["output_throughput"]["value"] or 0.0) / gpus
         }
-    if metrics.get("tpot_ms", {}).get("median"):
-        metrics["interactivity"] = {"median": 1000.0 / metrics["tpot_ms"]["median"]}
+    add_interactivity(metrics)
     caveats = [PRINTED]
     if not block.closed:
         caveats.append(

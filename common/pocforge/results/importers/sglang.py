@@ -29,6 +29,7 @@ from pocforge.results.importers import serving_report
 from pocforge.results.importers.common import (
     Imported,
     ResultImportError,
+    add_interactivity,
     json_lines,
     keep_apart,
     percentile_stats,
@@ -112,8 +113,7 @@ def _point(data: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
     for name, v in scalars.items():
         if v is not None:
             metrics[name] = {"value": float(v)}
-    if metrics.get("tpot_ms", {}).get("median"):
-        metrics["interactivity"] = {"median": 1000.0 / metrics["tpot_ms"]["median"]}
+    add_interactivity(metrics)
     return ServingPoint(
         id=pid,
         mode=mode,

@@ -29,6 +29,7 @@ from typing import Any
 from pocforge.results.importers.common import (
     Imported,
     ResultImportError,
+    add_interactivity,
     add_point,
     sort_points,
 )
@@ -294,8 +295,7 @@ def _point(report: dict[str, Any], path: Path, gpus: int | None) -> tuple[Servin
         metrics["output_throughput_per_gpu"] = {"value": float(per_gpu)}
     elif world:
         metrics["output_throughput_per_gpu"] = {"value": output / world}
-    if metrics.get("tpot_ms", {}).get("median"):
-        metrics["interactivity"] = {"median": 1000.0 / metrics["tpot_ms"]["median"]}
+    add_interactivity(metrics)
     if isinstance(streaming.get("token_output_speed_tok_s"), int | float):
         notes.append(
             f"{path.name}: trtllm-bench per-user output speed (mean of 1/TPOT) "

@@ -19,6 +19,7 @@ from pocforge.results.importers import serving_report
 from pocforge.results.importers.common import (
     Imported,
     ResultImportError,
+    add_interactivity,
     add_point,
     json_lines,
     keep_apart,
@@ -92,8 +93,7 @@ def _point(data: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
     for name, value_ in scalars.items():
         if value_ is not None:
             metrics[name] = {"value": float(value_)}
-    if "tpot_ms" in metrics and metrics["tpot_ms"].get("median"):
-        metrics["interactivity"] = {"median": 1000.0 / metrics["tpot_ms"]["median"]}
+    add_interactivity(metrics)
     return ServingPoint(
         id=pid,
         mode=mode,
