@@ -28,6 +28,22 @@ def test_a_point_where_every_request_failed_is_failed_with_no_latency():
     ]
 
 
+def test_a_guidellm_benchmark_where_every_request_errored_is_failed():
+    """GuideLLM 0.8.1, two streams of prompts over the server's context (all 8 refused):
+    its file holds rates over no requests (0.0 output tokens/s over 0.05 s); the point is
+    failed, its error rate all that is kept."""
+    path = D / "guidellm" / "v0.8.1" / "benchmarks-failed-c2.json"
+    (bench,) = json.loads(path.read_text())["benchmarks"]
+    assert bench["metrics"]["request_totals"] == {
+        "successful": 0, "errored": 8, "incomplete": 0, "total": 8
+    }  # fmt: skip
+    (result,) = parse([path], "guidellm").serving
+    (point,) = result.points
+    assert (point.id, point.status, point.requests, point.failed) == ("c2", "failed", 0, 8)
+    assert point.metrics == {"error_rate": {"value": 1.0}}
+    assert result.tool_version == "0.8.1"
+
+
 def test_an_aiperf_run_where_the_server_died_is_a_failed_point():
     """AIPerf 0.8.0 on B200 whose server died: no metric in the file, only its version and
     32 errors of three kinds (6 + 1 + 25). Refused as "not AIPerf" before; now a failed point

@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pocforge.results.importers.common import ResultImportError, add_interactivity, honest_point
+from pocforge.results.importers.common import ResultImportError, add_interactivity
 from pocforge.results.importers.serving_report import clean
 from pocforge.results.stage_schema import ServingPoint
 
@@ -264,7 +264,7 @@ def _points(
             metrics=metrics,
             caveats=caveats,
         )
-        points.append(honest_point(point))
+        points.append(point)  # a point no request completed is made 'failed' on import
     return points
 
 
