@@ -76,11 +76,6 @@ class Table:
         return next((g for g, _ in self.columns if g.startswith(prefix)), None)
 
 
-def holds_report(text: str) -> bool:
-    """Whether ``text`` holds GuideLLM's printed report (not its JSON)."""
-    return any(TITLE.match(clean(line)) for line in text.splitlines())
-
-
 def _columns(path: Path, number: int, groups_line: str, names_line: str) -> list[tuple[str, str]]:
     groups = [(name.strip(), len(pipes)) for name, pipes in GROUP.findall(groups_line)]
     names = [name.strip() for name in names_line.split("|")]
