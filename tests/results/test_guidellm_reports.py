@@ -137,3 +137,20 @@ def test_the_report_of_a_later_guidellm_is_refused_naming_its_json():
         r"import benchmarks.json, the JSON this run saved",
     ):
         parse([LATER], "guidellm", "chat")
+
+
+def test_the_stats_table_pasted_alone_keeps_the_printed_rates_and_says_so(tmp_path):
+    """The 0.3.0 log with its Benchmarks Info table left out (as a Stats table is often
+    quoted alone): counts unknown, rates as printed (GuideLLM's means), said per point."""
+    text = LLAMA_STACK.read_text()
+    alone = tmp_path / "stats-only.txt"
+    alone.write_text(
+        text[: text.index("Benchmarks Info:")] + text[text.index("Benchmarks Stats:") :]
+    )
+    (result,) = parse([alone], "guidellm", "sweep").serving
+    c128 = next(p for p in result.points if p.id == "c128")
+    assert (c128.requests, c128.failed, c128.duration_s) == (None, None, None)
+    assert c128.metrics["output_throughput"] == {"value": 4289.1}
+    assert c128.metrics["request_throughput"] == {"value": 16.75}
+    assert "error_rate" not in c128.metrics
+    assert any("no Benchmarks Info row for concurrent@128" in c for c in c128.caveats)
