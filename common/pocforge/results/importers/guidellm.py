@@ -89,23 +89,6 @@ def _total(entry: Any) -> float | None:
     return float(s["total_sum"]) if isinstance(s, dict) and "total_sum" in s else None
 
 
-def load_point(kind: str, setting: str) -> tuple[str, str, float | None]:
-    """A benchmark's point from its strategy: its kind (``concurrent``, ``constant`` …) and
-    setting (streams or rate), as the JSON holds them and the printed report names them
-    (``concurrent@8``, ``constant@0.69``)."""
-    try:
-        number = float(setting) if setting else None
-    except ValueError:
-        number = None
-    if kind == "synchronous":
-        return "c1", "concurrency", 1.0
-    if kind == "concurrent" and number:
-        return f"c{number:g}", "concurrency", number
-    if kind in ("constant", "poisson", "async") and number:
-        return f"r{number:g}", "rate", number
-    return kind, "unknown", None
-
-
 def _point(bench: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
     try:
         strategy = bench["config"]["strategy"]
@@ -116,7 +99,9 @@ def _point(bench: dict[str, Any], path: Path, gpus: int | None) -> ServingPoint:
             f"{path}: a benchmark without config.strategy, metrics or duration"
         ) from None
     kind = str(strategy.get("type_"))
-    pid, mode, value = load_point(kind, str(strategy.get("streams") or strategy.get("rate") or ""))
+    pid, mode, value = guidellm_report.load_point(
+        kind, str(strategy.get("streams") or strategy.get("rate") or "")
+    )
     totals = m.get("request_totals") or {}
     ok, errored = int(totals.get("successful", 0)), int(totals.get("errored", 0))
     metrics: dict[str, dict[str, float | None]] = {
@@ -164,7 +149,7 @@ def parse(paths: list[Path], workload: str, gpus: int | None = None) -> Imported
         text = read_text(path)
         if not text.lstrip().startswith("{"):  # the printed report, as pasted
             found, said, printed_version, printed_model = guidellm_report.parse_text(
-                path, text, load_point, gpus
+                path, text, gpus
             )
             points += found
             notes += [f"{path.name}: {note}" for note in said]

@@ -26,13 +26,15 @@ seconds (vllm-project/guidellm issue #245; 4.36 where the TTFT alone is 59.8 ms)
 it ``(sec)``; both are read as seconds. Throughputs come from the Info table's totals over
 the benchmark's duration, as the JSON importer computes them: the Stats table's ``Tok/sec``
 columns are means of instantaneous rates (its ``Tot Tok/sec`` of a synchronous stream is 293.7
-where its totals give 176.3). A report with no Info table keeps those printed means, said.
+where its totals give 176.4). A report with no Info table keeps those printed means, said.
+
+The load point of a benchmark (:func:`load_point`) and its rates (:func:`totals_rates`) are
+read by one rule here for both forms: the JSON reader (:mod:`guidellm`) calls them too.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,8 +52,6 @@ MODEL = re.compile(r"\bbackend_model='(?P<model>[^']+)'")
 # where the run saved its JSON: 0.2/0.3 print "Benchmarks report saved to <path>", later
 # releases list each output ("…   json    : benchmarks.json")
 SAVED = re.compile(r"^(?:Benchmarks report saved to|…?\s*json\s+:)\s*(?P<path>\S+)$")
-# a benchmark's kind and setting ("constant", "0.69") -> its point id, mode and value
-LoadPoint = Callable[[str, str], tuple[str, str, float | None]]
 # the report of GuideLLM 0.4 and later, told by the title of its first table
 LATER_LAYOUT = "Run Summary Info"
 PRINTED = (
@@ -68,7 +68,6 @@ LATENCY_MS_LABEL = (
 class Table:
     """One printed table: its columns as (group, column) and its rows' cells by column."""
 
-    line: int
     columns: list[tuple[str, str]] = field(default_factory=list)
     rows: list[tuple[int, dict[tuple[str, str], str]]] = field(default_factory=list)
 
@@ -102,7 +101,7 @@ def _table(path: Path, lines: list[str], number: int, name: str) -> Table:
             "rule, two header lines, a rule of '-|-'): cut or wrapped? paste the whole "
             "report, or import the benchmarks.json the run saved"
         )
-    table = Table(line=number, columns=_columns(path, body[1][0], body[1][1], body[2][1]))
+    table = Table(columns=_columns(path, body[1][0], body[1][1], body[2][1]))
     for row_number, row in body[4:]:
         if RULE.match(row) or "|" not in row:
             break
@@ -167,6 +166,23 @@ def _stats(
     return metrics
 
 
+def load_point(kind: str, setting: str) -> tuple[str, str, float | None]:
+    """A benchmark's point from its strategy: its kind (``concurrent``, ``constant`` …) and
+    setting (streams or rate), as the JSON holds them and the printed report names them
+    (``concurrent@8``, ``constant@0.69``); shared with the JSON reader."""
+    try:
+        number = float(setting) if setting else None
+    except ValueError:
+        number = None
+    if kind == "synchronous":
+        return "c1", "concurrency", 1.0
+    if kind == "concurrent" and number:
+        return f"c{number:g}", "concurrency", number
+    if kind in ("constant", "poisson", "async") and number:
+        return f"r{number:g}", "rate", number
+    return kind, "unknown", None
+
+
 def totals_rates(
     ok: int,
     errored: int,
@@ -221,9 +237,7 @@ def _printed_rates(
     return rates
 
 
-def _points(
-    path: Path, info: Table | None, stats: Table, load_point: LoadPoint, gpus: int | None
-) -> list[ServingPoint]:
+def _points(path: Path, info: Table | None, stats: Table, gpus: int | None) -> list[ServingPoint]:
     infos = {cells[("Metadata", "Benchmark")]: (n, cells) for n, cells in info.rows} if info else {}
     points = []
     for line, cells in stats.rows:
@@ -264,12 +278,11 @@ def _points(
 
 
 def parse_text(
-    path: Path, text: str, load_point: LoadPoint, gpus: int | None = None
+    path: Path, text: str, gpus: int | None = None
 ) -> tuple[list[ServingPoint], list[str], str | None, str | None]:
     """The points of every report in ``text`` (in order; the caller keeps reruns apart), the
     result's notes, the GuideLLM version (where an install log in the text names it) and the
-    model served. ``load_point`` maps a benchmark's kind and setting (``constant``,
-    ``0.69``) to its point id, mode and value."""
+    model served."""
     found = reports(path, text)
     if not found:
         saved = next(
@@ -288,7 +301,7 @@ def parse_text(
     for info, stats in found:
         unit = UNIT.search(stats.group("Req Latency") or "")
         ms_label = ms_label or bool(unit and unit["unit"] == "ms")
-        points += _points(path, info, stats, load_point, gpus)
+        points += _points(path, info, stats, gpus)
     if ms_label:
         notes.append(LATENCY_MS_LABEL)
     version = next((m["version"] for m in [VERSION.search(text)] if m), None)
